@@ -1,0 +1,1 @@
+"""LLM pipeline: proxy loss trajectories, clustering, upsampling, LoRA fine-tuning, evaluation."""

@@ -1,0 +1,1 @@
+"""Numerical solvers and simulations: scalar ODEs, entropy/majorization, attention dynamics."""

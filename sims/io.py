@@ -1,0 +1,217 @@
+"""Result files with provenance, written atomically.
+
+Every result file of the package (NetCDF through xarray, or JSON) carries the config that produced
+it, the seed, package versions, the git commit (and whether the tree was dirty), the device and a
+run ``status``. Files are written to a temporary sibling and renamed into place, so a crash never
+leaves a half-written result behind.
+
+Examples:
+    >>> meta = provenance(config={"rho": 0.01}, seed=0)
+    >>> sorted(k for k in meta if k in {"config", "seed", "git_commit", "status"})
+    ['config', 'git_commit', 'seed', 'status']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "provenance",
+    "git_info",
+    "package_versions",
+    "atomic_path",
+    "write_json",
+    "read_json",
+    "write_netcdf",
+    "read_netcdf",
+    "to_jsonable",
+]
+
+#: Packages whose versions are recorded in every result file (absent ones are skipped).
+TRACKED_PACKAGES = (
+    "numpy", "scipy", "sympy", "xarray", "matplotlib", "netCDF4", "jax", "jaxlib", "optax",
+    "torch", "numba", "transformers", "peft", "accelerate", "datasets", "scikit-learn",
+    "sbtheory",
+)  # fmt: skip
+
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def git_info(repo: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Return ``{"git_commit": sha or None, "git_dirty": bool or None}`` for the package repo."""
+    cwd = Path(repo) if repo is not None else _REPO_ROOT
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10
+        )
+        if sha.returncode != 0:
+            return {"git_commit": None, "git_dirty": None}
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd, capture_output=True, text=True, timeout=10,
+        )  # fmt: skip
+        return {"git_commit": sha.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": None, "git_dirty": None}
+
+
+def package_versions(packages: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str]:
+    """Installed versions of ``packages`` (those not installed are left out)."""
+    out = {"python": platform.python_version()}
+    for name in packages:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            out[name] = importlib.metadata.version(name)
+    return out
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert numpy scalars/arrays, paths, dataclasses and tuples into JSON-ready objects.
+
+    Non-finite floats become the strings ``"inf"``, ``"-inf"`` and ``"nan"`` so that the JSON
+    stays standard (``json.loads`` in any language reads it).
+    """
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return to_jsonable(dataclasses.asdict(obj))
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, (np.bool_, bool)):
+        return bool(obj)
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        x = float(obj)
+        if np.isnan(x):
+            return "nan"
+        if np.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return x
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def provenance(
+    config: Mapping[str, Any] | Any | None = None,
+    *,
+    seed: int | None = None,
+    status: str = "success",
+    device: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build the provenance block stored in every result file (style rule 10).
+
+    Args:
+        config: the run's configuration (mapping or dataclass); stored as JSON-ready data.
+        seed: the root random seed of the run (``None`` for deterministic computations).
+        status: ``"success"``, ``"failed"`` or ``"cancelled"``.
+        device: where it ran; defaults to ``"cpu (<machine>)"``.
+        extra: anything else worth recording (timings, warnings).
+
+    Returns:
+        A JSON-ready dict with keys ``config, seed, status, created, packages, git_commit,
+        git_dirty, device, host`` (plus ``extra`` keys).
+    """
+    if status not in {"success", "failed", "cancelled", "running"}:
+        raise ValueError(
+            f"`status` must be one of 'success', 'failed', 'cancelled', 'running'; got {status!r}."
+        )
+    meta: dict[str, Any] = {
+        "config": to_jsonable(config) if config is not None else {},
+        "seed": seed,
+        "status": status,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "packages": package_versions(),
+        **git_info(),
+        "device": device or f"cpu ({platform.machine()})",
+        "host": platform.node(),
+    }
+    if extra:
+        meta.update(to_jsonable(dict(extra)))
+    return meta
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path in the target's folder; rename it onto ``path`` on success.
+
+    The parent folder is created if needed. On an exception the temporary file is removed and the
+    previous content of ``path`` (if any) is left untouched.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_json(path: str | os.PathLike, payload: Mapping[str, Any], *, meta=None) -> Path:
+    """Atomically write ``payload`` (plus ``{"meta": meta}`` when given) as indented JSON."""
+    data = dict(payload)
+    if meta is not None:
+        data["meta"] = meta
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
+    return Path(path)
+
+
+def read_json(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a JSON result file."""
+    return json.loads(Path(path).read_text())
+
+
+def write_netcdf(path: str | os.PathLike, ds, *, meta: Mapping[str, Any] | None = None) -> Path:
+    """Atomically write an ``xarray.Dataset`` with provenance in ``attrs["meta"]`` (JSON string).
+
+    NetCDF attributes cannot hold nested mappings, so the provenance block is stored as one JSON
+    string attribute; :func:`read_netcdf` decodes it back into ``ds.attrs["meta"]``.
+    """
+    ds = ds.copy()
+    attrs = {}
+    for key, value in ds.attrs.items():
+        if isinstance(value, (Mapping, list, tuple)) or value is None or isinstance(value, bool):
+            attrs[key] = "json:" + json.dumps(to_jsonable(value))
+        else:
+            attrs[key] = value
+    if meta is not None:
+        attrs["meta"] = "json:" + json.dumps(to_jsonable(meta))
+    ds.attrs = attrs
+    with atomic_path(path) as tmp:
+        ds.to_netcdf(tmp)
+    return Path(path)
+
+
+def read_netcdf(path: str | os.PathLike):
+    """Load a NetCDF result into memory, decoding JSON attributes written by :func:`write_netcdf`."""
+    import xarray as xr
+
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    ds.attrs = {
+        k: (json.loads(v[5:]) if isinstance(v, str) and v.startswith("json:") else v)
+        for k, v in ds.attrs.items()
+    }
+    return ds
