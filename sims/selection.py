@@ -1,0 +1,345 @@
+"""Data selection from per-example loss trajectories (main paper, Section 5).
+
+Pure numpy / scikit-learn functions shared by every experiment of the package (the in-context
+linear-regression simulations, the Markov-chain experiments and the LLM pipeline). They operate on
+plain arrays, never on a model.
+
+The data-centric method of Section 5: train a proxy model for a short budget, record each
+example's loss at ``K`` checkpoints (a trajectory), cluster the trajectories (or the last losses)
+into two groups with k-means, call the cluster with the higher mean loss *hard* and upsample it by
+duplication (usage count ``1 + factor``), then retrain from scratch on the upsampled data. The
+compute-matched ablation (Figure 4d) upsamples the same number of random or easy examples.
+
+Public API (stable):
+
+* :func:`cluster_trajectories` ``(losses, n_clusters=2, *, seed=0, features="trajectory")``
+  -> :class:`ClusterResult` (``labels, hard_cluster, hard_mask, centers, cluster_means,
+  cluster_sizes, features, inertia``). ``features`` is ``"trajectory"`` (all checkpoints),
+  ``"last"`` (the last checkpoint only) or ``"relative"`` (ratios ``loss[t+1]/loss[t]``, as in
+  the authors' ``S2LRelativeUpsample``).
+* :func:`usage_weights` ``(n_examples, selected_mask, factor=1)`` -> int array of usage counts
+  (``1`` for every example, ``1 + factor`` for the selected ones).
+* :func:`upsample_indices` ``(n_examples, selected_mask, factor=1, *, shuffle=False, seed=0)``
+  -> int index array in which each selected example appears ``1 + factor`` times and every
+  other example once (the originals are kept; sorted unless ``shuffle``).
+* :func:`select_random` ``(n, count, seed=0)`` -> boolean mask with exactly ``count`` ``True``.
+* :func:`select_easy` ``(hard_mask, count=None, *, seed=0)`` -> boolean mask of ``count``
+  (default: as many as hard) examples drawn at random from the easy (non-hard) ones.
+* :func:`select_hard_random_easy` ``(hard_mask, *, seed=0)`` -> dict ``{"hard", "random",
+  "easy"}`` of equal-count masks for the compute-matched ablation.
+
+Examples:
+    >>> import numpy as np
+    >>> losses = np.array([[1.0, 0.1], [1.0, 0.2], [1.0, 0.9], [1.0, 0.8]])
+    >>> res = cluster_trajectories(losses, seed=0)
+    >>> res.hard_mask.tolist()
+    [False, False, True, True]
+    >>> upsample_indices(4, res.hard_mask, factor=1).tolist()
+    [0, 1, 2, 2, 3, 3]
+    >>> usage_weights(4, res.hard_mask).tolist()
+    [1, 1, 2, 2]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import numpy as np
+
+__all__ = [
+    "ClusterResult",
+    "FEATURES",
+    "cluster_trajectories",
+    "trajectory_features",
+    "usage_weights",
+    "upsample_indices",
+    "select_random",
+    "select_easy",
+    "select_hard_random_easy",
+]
+
+#: Feature maps accepted by :func:`cluster_trajectories`.
+FEATURES = ("trajectory", "last", "relative")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterResult:
+    """Outcome of :func:`cluster_trajectories`.
+
+    Attributes:
+        labels: ``(n_examples,)`` int cluster label of each example, relabelled so that cluster
+            ``0`` has the lowest mean loss and cluster ``n_clusters - 1`` the highest.
+        hard_cluster: label of the hard cluster (the highest mean loss), ``n_clusters - 1``.
+        hard_mask: ``(n_examples,)`` boolean, ``labels == hard_cluster``.
+        centers: ``(n_clusters, n_features)`` k-means centres in feature space (relabelled).
+        cluster_means: ``(n_clusters,)`` mean raw loss (over examples and checkpoints) per cluster.
+        cluster_sizes: ``(n_clusters,)`` number of examples per cluster.
+        features: the feature map used (``"trajectory"``, ``"last"`` or ``"relative"``).
+        inertia: k-means within-cluster sum of squares.
+    """
+
+    labels: np.ndarray
+    hard_cluster: int
+    hard_mask: np.ndarray
+    centers: np.ndarray
+    cluster_means: np.ndarray
+    cluster_sizes: np.ndarray
+    features: str
+    inertia: float
+
+    @property
+    def hard_fraction(self) -> float:
+        """Fraction of examples in the hard cluster."""
+        return float(self.hard_mask.mean()) if self.hard_mask.size else 0.0
+
+
+def _as_losses(losses) -> np.ndarray:
+    arr = np.asarray(losses, dtype=float)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2:
+        raise ValueError(
+            f"`losses` must have shape (n_examples, n_checkpoints); got shape {arr.shape}. "
+            "Pass one row per example and one column per proxy checkpoint."
+        )
+    if arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(f"`losses` must be non-empty; got shape {arr.shape}.")
+    return arr
+
+
+def trajectory_features(
+    losses, features: Literal["trajectory", "last", "relative"] = "trajectory"
+) -> np.ndarray:
+    """Map loss trajectories to clustering features.
+
+    Args:
+        losses: ``(n_examples, n_checkpoints)`` per-example losses (NaN are replaced by 0, as in
+            the authors' code).
+        features: ``"trajectory"`` (the raw rows), ``"last"`` (last column only) or
+            ``"relative"`` (ratios ``loss[t+1] / loss[t]``; NaN/inf replaced by 1; needs at least
+            two checkpoints).
+
+    Returns:
+        ``(n_examples, n_features)`` float array.
+
+    Raises:
+        ValueError: on a bad shape or an unknown ``features``.
+    """
+    arr = np.nan_to_num(_as_losses(losses), nan=0.0)
+    if features == "trajectory":
+        return arr
+    if features == "last":
+        return arr[:, -1:]
+    if features == "relative":
+        if arr.shape[1] < 2:
+            raise ValueError(
+                f"`features`='relative' needs at least 2 checkpoints; `losses` has shape "
+                f"{arr.shape}. Use features='last' for a single checkpoint."
+            )
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = arr[:, 1:] / arr[:, :-1]
+        return np.where(np.isfinite(ratio), ratio, 1.0)
+    raise ValueError(f"`features` must be one of {FEATURES}; got {features!r}.")
+
+
+def cluster_trajectories(
+    losses,
+    n_clusters: int = 2,
+    *,
+    seed: int = 0,
+    features: Literal["trajectory", "last", "relative"] = "trajectory",
+    n_init: int = 10,
+) -> ClusterResult:
+    """Cluster per-example loss trajectories with k-means; the highest-mean-loss cluster is hard.
+
+    Implements the selection step of Section 5 of the main paper (proxy loss trajectories at K
+    checkpoints, 2-cluster k-means, upsample the cluster with the higher average loss). Labels are
+    relabelled by increasing mean loss so they do not depend on k-means' arbitrary numbering.
+    For ``features="relative"`` "mean loss" is the mean relative ratio (slowest decrease = hard).
+
+    Args:
+        losses: ``(n_examples, n_checkpoints)`` per-example losses (a 1-d array is one
+            checkpoint).
+        n_clusters: number of k-means clusters (``2`` in the paper), ``1 <= n_clusters <=
+            n_examples``.
+        seed: k-means random state.
+        features: see :func:`trajectory_features`.
+        n_init: number of k-means restarts.
+
+    Returns:
+        A :class:`ClusterResult`.
+
+    Raises:
+        ValueError: on a bad ``losses`` shape, non-finite features, or an invalid ``n_clusters``.
+    """
+    from sklearn.cluster import KMeans
+
+    arr = _as_losses(losses)
+    if isinstance(n_clusters, bool) or not isinstance(n_clusters, (int, np.integer)):
+        raise TypeError(f"`n_clusters` must be an int; got {n_clusters!r} ({type(n_clusters)}).")
+    if not 1 <= n_clusters <= arr.shape[0]:
+        raise ValueError(
+            f"`n_clusters` must be between 1 and n_examples={arr.shape[0]}; got {n_clusters}."
+        )
+    feats = trajectory_features(arr, features)
+    if not np.all(np.isfinite(feats)):
+        raise ValueError("`losses` contains infinite values; clean them before clustering.")
+    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=seed).fit(feats)
+    raw = km.labels_.astype(int)
+    score_src = feats if features == "relative" else np.nan_to_num(arr, nan=0.0)
+    means = np.array(
+        [score_src[raw == k].mean() if np.any(raw == k) else -np.inf for k in range(n_clusters)]
+    )
+    order = np.argsort(means, kind="stable")  # order[new] = old
+    remap = np.empty(n_clusters, dtype=int)
+    remap[order] = np.arange(n_clusters)
+    labels = remap[raw]
+    hard = n_clusters - 1
+    return ClusterResult(
+        labels=labels,
+        hard_cluster=hard,
+        hard_mask=labels == hard,
+        centers=np.asarray(km.cluster_centers_)[order],
+        cluster_means=means[order],
+        cluster_sizes=np.bincount(labels, minlength=n_clusters),
+        features=features,
+        inertia=float(km.inertia_),
+    )
+
+
+def _as_mask(n_examples: int, selected_mask, name: str = "selected_mask") -> np.ndarray:
+    if isinstance(n_examples, bool) or not isinstance(n_examples, (int, np.integer)):
+        raise TypeError(f"`n_examples` must be an int; got {n_examples!r}.")
+    if n_examples < 0:
+        raise ValueError(f"`n_examples` must be >= 0; got {n_examples}.")
+    mask = np.asarray(selected_mask)
+    if mask.dtype != bool:
+        raise TypeError(
+            f"`{name}` must be a boolean mask; got dtype {mask.dtype}. "
+            "Convert indices with np.isin(np.arange(n), idx)."
+        )
+    if mask.shape != (n_examples,):
+        raise ValueError(
+            f"`{name}` must have shape ({n_examples},) to match `n_examples`; got {mask.shape}."
+        )
+    return mask
+
+
+def _as_1d_mask(hard_mask) -> np.ndarray:
+    mask = np.asarray(hard_mask)
+    if mask.ndim != 1:
+        raise ValueError(
+            f"`hard_mask` must be 1-d (one entry per example); got shape {mask.shape}."
+        )
+    return _as_mask(mask.shape[0], mask, "hard_mask")
+
+
+def _check_factor(factor) -> int:
+    if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)):
+        raise TypeError(f"`factor` must be a non-negative int; got {factor!r}.")
+    if factor < 0:
+        raise ValueError(
+            f"`factor` must be >= 0 (extra copies per selected example); got {factor}."
+        )
+    return int(factor)
+
+
+def usage_weights(n_examples: int, selected_mask, factor: int = 1) -> np.ndarray:
+    """Per-example usage counts: 1 for every example, ``1 + factor`` for the selected ones.
+
+    Full-batch training on the upsampled set equals training with these weights on the original
+    set (weighted mean over examples), which is how the simulations use it.
+
+    Args:
+        n_examples: dataset size.
+        selected_mask: ``(n_examples,)`` boolean mask of examples to upsample.
+        factor: extra copies per selected example (``upsample_amount``; 1 in the paper).
+
+    Returns:
+        ``(n_examples,)`` int64 array.
+
+    Raises:
+        TypeError, ValueError: on a non-boolean or mis-shaped mask or a negative ``factor``.
+    """
+    mask = _as_mask(n_examples, selected_mask)
+    f = _check_factor(factor)
+    return np.where(mask, 1 + f, 1).astype(np.int64)
+
+
+def upsample_indices(
+    n_examples: int, selected_mask, factor: int = 1, *, shuffle: bool = False, seed: int = 0
+) -> np.ndarray:
+    """Indices of the upsampled dataset: each selected example ``1 + factor`` times, others once.
+
+    Args:
+        n_examples: dataset size.
+        selected_mask: ``(n_examples,)`` boolean mask.
+        factor: extra copies per selected example.
+        shuffle: shuffle the result (seeded); otherwise sorted.
+        seed: shuffle seed.
+
+    Returns:
+        int64 index array of length ``n_examples + factor * selected_mask.sum()``.
+    """
+    counts = usage_weights(n_examples, selected_mask, factor)
+    idx = np.repeat(np.arange(n_examples, dtype=np.int64), counts)
+    if shuffle:
+        np.random.default_rng(seed).shuffle(idx)
+    return idx
+
+
+def select_random(n: int, count: int, seed: int = 0) -> np.ndarray:
+    """Boolean mask with exactly ``count`` examples chosen uniformly at random out of ``n``."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"`n` must be a non-negative int; got {n!r}.")
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
+        raise TypeError(f"`count` must be an int; got {count!r}.")
+    if not 0 <= count <= n:
+        raise ValueError(f"`count` must be between 0 and n={n}; got {count}.")
+    mask = np.zeros(n, dtype=bool)
+    mask[np.random.default_rng(seed).choice(n, size=int(count), replace=False)] = True
+    return mask
+
+
+def select_easy(hard_mask, count: int | None = None, *, seed: int = 0) -> np.ndarray:
+    """Random subset of the easy (not hard) examples, for the compute-matched ablation (Fig. 4d).
+
+    Args:
+        hard_mask: ``(n_examples,)`` boolean mask of hard examples.
+        count: how many easy examples to select; default ``hard_mask.sum()`` (same count as hard).
+        seed: sampling seed.
+
+    Returns:
+        ``(n_examples,)`` boolean mask, disjoint from ``hard_mask``.
+
+    Raises:
+        ValueError: when there are fewer than ``count`` easy examples.
+    """
+    mask = _as_1d_mask(hard_mask)
+    easy = np.flatnonzero(~mask)
+    count = int(mask.sum()) if count is None else count
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+        raise ValueError(f"`count` must be a non-negative int; got {count!r}.")
+    if count > easy.size:
+        raise ValueError(
+            f"`count`={count} exceeds the number of easy examples ({easy.size}); "
+            "pass a smaller `count`."
+        )
+    out = np.zeros(mask.shape[0], dtype=bool)
+    out[np.random.default_rng(seed).choice(easy, size=count, replace=False)] = True
+    return out
+
+
+def select_hard_random_easy(hard_mask, *, seed: int = 0) -> dict[str, np.ndarray]:
+    """Equal-count masks ``{"hard", "random", "easy"}`` for the compute-matched ablation.
+
+    ``easy`` is clipped to the number of easy examples when the hard cluster is the larger one.
+    """
+    mask = _as_1d_mask(hard_mask)
+    count = int(mask.sum())
+    return {
+        "hard": mask.copy(),
+        "random": select_random(mask.shape[0], count, seed=seed),
+        "easy": select_easy(mask, min(count, int((~mask).sum())), seed=seed + 1),
+    }
