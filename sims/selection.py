@@ -150,6 +150,8 @@ def cluster_trajectories(
     seed: int = 0,
     features: Literal["trajectory", "last", "relative"] = "trajectory",
     n_init: int = 10,
+    backend: Literal["sklearn", "numpy"] = "sklearn",
+    max_iter: int = 300,
 ) -> ClusterResult:
     """Cluster per-example loss trajectories with k-means; the highest-mean-loss cluster is hard.
 
@@ -166,6 +168,10 @@ def cluster_trajectories(
         seed: k-means random state.
         features: see :func:`trajectory_features`.
         n_init: number of k-means restarts.
+        backend: ``"sklearn"`` (``sklearn.cluster.KMeans``) or ``"numpy"`` (a vectorized Lloyd
+            iteration with k-means++ seeding, much faster for tens of thousands of short
+            trajectories; same objective, possibly a different local optimum).
+        max_iter: Lloyd iterations per restart.
 
     Returns:
         A :class:`ClusterResult`.
@@ -173,8 +179,6 @@ def cluster_trajectories(
     Raises:
         ValueError: on a bad ``losses`` shape, non-finite features, or an invalid ``n_clusters``.
     """
-    from sklearn.cluster import KMeans
-
     arr = _as_losses(losses)
     if isinstance(n_clusters, bool) or not isinstance(n_clusters, (int, np.integer)):
         raise TypeError(f"`n_clusters` must be an int; got {n_clusters!r} ({type(n_clusters)}).")
@@ -185,8 +189,16 @@ def cluster_trajectories(
     feats = trajectory_features(arr, features)
     if not np.all(np.isfinite(feats)):
         raise ValueError("`losses` contains infinite values; clean them before clustering.")
-    km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=seed).fit(feats)
-    raw = km.labels_.astype(int)
+    if backend == "sklearn":
+        from sklearn.cluster import KMeans
+
+        km = KMeans(n_clusters=n_clusters, n_init=n_init, random_state=seed, max_iter=max_iter)
+        km.fit(feats)
+        raw, centers, inertia = km.labels_.astype(int), np.asarray(km.cluster_centers_), km.inertia_
+    elif backend == "numpy":
+        raw, centers, inertia = _kmeans_numpy(feats, n_clusters, seed, n_init, max_iter)
+    else:
+        raise ValueError(f"`backend` must be 'sklearn' or 'numpy'; got {backend!r}.")
     score_src = feats if features == "relative" else np.nan_to_num(arr, nan=0.0)
     means = np.array(
         [score_src[raw == k].mean() if np.any(raw == k) else -np.inf for k in range(n_clusters)]
@@ -200,12 +212,47 @@ def cluster_trajectories(
         labels=labels,
         hard_cluster=hard,
         hard_mask=labels == hard,
-        centers=np.asarray(km.cluster_centers_)[order],
+        centers=centers[order],
         cluster_means=means[order],
         cluster_sizes=np.bincount(labels, minlength=n_clusters),
         features=features,
-        inertia=float(km.inertia_),
+        inertia=float(inertia),
     )
+
+
+def _sq_dist(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """Squared distances ``(n, k)`` (a loop over the few centres; avoids slow skinny GEMMs)."""
+    return np.stack([np.einsum("ij,ij->i", x - c, x - c) for c in centers], axis=1)
+
+
+def _kmeans_numpy(x: np.ndarray, k: int, seed: int, n_init: int, max_iter: int):
+    """Lloyd's algorithm with k-means++ seeding; best of ``n_init`` restarts by inertia."""
+    rng = np.random.default_rng(seed)
+    n = x.shape[0]
+    best = None
+    for _ in range(max(1, n_init)):
+        centers = x[[rng.integers(n)]].copy()
+        for _ in range(1, k):  # k-means++ seeding
+            d2 = _sq_dist(x, centers).min(axis=1)
+            p = d2 / d2.sum() if d2.sum() > 0 else None
+            centers = np.vstack([centers, x[rng.choice(n, p=p)]])
+        labels = np.full(n, -1)
+        for _ in range(max_iter):
+            new = np.argmin(_sq_dist(x, centers), axis=1)
+            if np.array_equal(new, labels):
+                break
+            labels = new
+            counts = np.bincount(labels, minlength=k)
+            sums = np.stack(
+                [np.bincount(labels, x[:, j], minlength=k) for j in range(x.shape[1])], 1
+            )
+            nonempty = counts > 0
+            centers[nonempty] = sums[nonempty] / counts[nonempty, None]
+        dist = _sq_dist(x, centers)
+        inertia = float(dist[np.arange(n), labels].sum())
+        if best is None or inertia < best[2]:
+            best = (labels.copy(), centers.copy(), inertia)
+    return best
 
 
 def _as_mask(n_examples: int, selected_mask, name: str = "selected_mask") -> np.ndarray:

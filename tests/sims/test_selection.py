@@ -89,3 +89,14 @@ def test_bad_inputs():
         select_easy(np.array([True, True, False]), 2)
     with pytest.raises(ValueError, match="must be 1-d"):
         select_easy(np.zeros((2, 2), bool))
+
+
+@pytest.mark.parametrize("features", ["trajectory", "last"])
+def test_numpy_backend_matches_sklearn(features):
+    losses = _two_groups(n_easy=300, n_hard=200)
+    a = cluster_trajectories(losses, features=features, backend="sklearn")
+    b = cluster_trajectories(losses, features=features, backend="numpy")
+    assert np.array_equal(a.hard_mask, b.hard_mask)
+    assert a.inertia == pytest.approx(b.inertia, rel=1e-9)
+    with pytest.raises(ValueError, match="`backend` must be"):
+        cluster_trajectories(losses, backend="faiss")
