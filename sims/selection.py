@@ -88,6 +88,66 @@ class ClusterResult:
     features: str
     inertia: float
 
+    @classmethod
+    def from_labels(
+        cls,
+        losses,
+        labels,
+        *,
+        features: str = "trajectory",
+        centers=None,
+        inertia: float = float("nan"),
+        n_clusters: int | None = None,
+    ) -> ClusterResult:
+        """Build a result from raw cluster labels of any k-means (e.g. a batched GPU/JAX one).
+
+        Relabels clusters by increasing mean loss (mean relative ratio for ``"relative"``) so
+        the hard cluster is the last one, exactly as :func:`cluster_trajectories` does.
+
+        Args:
+            losses: ``(n_examples, n_checkpoints)`` the clustered losses.
+            labels: ``(n_examples,)`` raw integer labels in ``[0, n_clusters)``.
+            features: the feature map the labels were computed on.
+            centers: ``(n_clusters, n_features)`` raw centres (default: recomputed).
+            inertia: the k-means objective (stored as is).
+            n_clusters: default ``labels.max() + 1``.
+        """
+        arr = _as_losses(losses)
+        raw = np.asarray(labels).astype(int)
+        if raw.shape != (arr.shape[0],):
+            raise ValueError(
+                f"`labels` must have shape ({arr.shape[0]},) to match `losses`; got {raw.shape}."
+            )
+        k = int(raw.max()) + 1 if n_clusters is None else int(n_clusters)
+        if raw.min() < 0 or raw.max() >= k:
+            raise ValueError(
+                f"`labels` must lie in [0, {k}); got range [{raw.min()}, {raw.max()}]."
+            )
+        feats = trajectory_features(arr, features)  # type: ignore[arg-type]
+        if centers is None:
+            centers = np.stack(
+                [feats[raw == j].mean(0) if np.any(raw == j) else np.full(feats.shape[1], np.nan)
+                 for j in range(k)]
+            )  # fmt: skip
+        score_src = feats if features == "relative" else np.nan_to_num(arr, nan=0.0)
+        means = np.array(
+            [score_src[raw == j].mean() if np.any(raw == j) else -np.inf for j in range(k)]
+        )
+        order = np.argsort(means, kind="stable")  # order[new] = old
+        remap = np.empty(k, dtype=int)
+        remap[order] = np.arange(k)
+        new = remap[raw]
+        return cls(
+            labels=new,
+            hard_cluster=k - 1,
+            hard_mask=new == k - 1,
+            centers=np.asarray(centers)[order],
+            cluster_means=means[order],
+            cluster_sizes=np.bincount(new, minlength=k),
+            features=features,
+            inertia=float(inertia),
+        )
+
     @property
     def hard_fraction(self) -> float:
         """Fraction of examples in the hard cluster."""
@@ -199,24 +259,8 @@ def cluster_trajectories(
         raw, centers, inertia = _kmeans_numpy(feats, n_clusters, seed, n_init, max_iter)
     else:
         raise ValueError(f"`backend` must be 'sklearn' or 'numpy'; got {backend!r}.")
-    score_src = feats if features == "relative" else np.nan_to_num(arr, nan=0.0)
-    means = np.array(
-        [score_src[raw == k].mean() if np.any(raw == k) else -np.inf for k in range(n_clusters)]
-    )
-    order = np.argsort(means, kind="stable")  # order[new] = old
-    remap = np.empty(n_clusters, dtype=int)
-    remap[order] = np.arange(n_clusters)
-    labels = remap[raw]
-    hard = n_clusters - 1
-    return ClusterResult(
-        labels=labels,
-        hard_cluster=hard,
-        hard_mask=labels == hard,
-        centers=centers[order],
-        cluster_means=means[order],
-        cluster_sizes=np.bincount(labels, minlength=n_clusters),
-        features=features,
-        inertia=float(inertia),
+    return ClusterResult.from_labels(
+        arr, raw, features=features, centers=centers, inertia=inertia, n_clusters=n_clusters
     )
 
 
