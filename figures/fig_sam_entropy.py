@@ -100,7 +100,8 @@ def plot_sweep(ds, path: str | Path | None = None):
         x = ds.sel(dynamics=d)
         gap = np.ma.masked_invalid(x.entropy_gap.values)
         im = ax.pcolormesh(x.rho_fraction.values, x.spread.values, gap, shading="nearest",
-                           cmap="RdBu", vmin=-np.nanmax(np.abs(gap)), vmax=np.nanmax(np.abs(gap)))  # fmt: skip
+                           cmap="RdBu", vmin=-np.nanmax(np.abs(gap)),
+                           vmax=np.nanmax(np.abs(gap)))  # fmt: skip
         ax.axvline(1.0, color="k", ls="--", lw=1)
         fail = (x.learned_all & ~x.ordering_holds & (x.rho_fraction > 0)).values
         yy, xx = np.nonzero(fail)

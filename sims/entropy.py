@@ -17,6 +17,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -95,7 +96,8 @@ def majorization(x: ArrayLike, y: ArrayLike, *, atol: float = 1e-12) -> Majoriza
     """Test vector majorization ``x ≻ y`` (main paper Definition C.1) and return the margins.
 
     Args:
-        x, y: real vectors of equal length.
+        x: the vector claimed to be more spread out.
+        y: the vector claimed to be more even (same length as ``x``).
         atol: tolerance for the partial-sum inequalities and for equality of the totals.
     """
     xa = np.asarray(x, dtype=float)
@@ -152,4 +154,3 @@ def lorenz_curve(x: ArrayLike) -> tuple[NDArray, NDArray]:
     p = np.sort(normalize(x))[::-1]
     frac = np.arange(p.size + 1) / p.size
     return frac, np.concatenate([[0.0], np.cumsum(p)])
-

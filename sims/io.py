@@ -205,7 +205,7 @@ def write_netcdf(path: str | os.PathLike, ds, *, meta: Mapping[str, Any] | None 
 
 
 def read_netcdf(path: str | os.PathLike):
-    """Load a NetCDF result into memory, decoding JSON attributes written by :func:`write_netcdf`."""
+    """Load a NetCDF result into memory, decoding the JSON attributes of :func:`write_netcdf`."""
     import xarray as xr
 
     with xr.open_dataset(path) as ds:

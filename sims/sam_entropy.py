@@ -99,7 +99,9 @@ def _validate_eigenvalues(eigenvalues) -> tuple[float, ...]:
     try:
         lam = np.asarray(eigenvalues, dtype=float)
     except (TypeError, ValueError):
-        raise TypeError(f"`eigenvalues` must be a sequence of numbers; got {eigenvalues!r}.") from None
+        raise TypeError(
+            f"`eigenvalues` must be a sequence of numbers; got {eigenvalues!r}."
+        ) from None
     if lam.ndim != 1 or lam.size < 2:
         raise ValueError(f"`eigenvalues` needs at least 2 values; got {eigenvalues!r}.")
     if not np.all(np.isfinite(lam)) or np.any(lam <= 0):
@@ -151,9 +153,7 @@ class SamEntropyConfig:
             if name != "n_context" and not math.isfinite(v):
                 raise ValueError(f"`{name}` must be finite; got {v!r}.")
         if self.dynamics not in ("truncated", "full"):
-            raise ValueError(
-                f"`dynamics` must be 'truncated' or 'full'; got {self.dynamics!r}."
-            )
+            raise ValueError(f"`dynamics` must be 'truncated' or 'full'; got {self.dynamics!r}.")
         lowest_end = self.c * max(lam) ** (-1.0 / 3.0)
         if lowest_end <= self.eps:
             raise ValueError(
@@ -260,8 +260,16 @@ def check_theorem(cfg: SamEntropyConfig | None = None) -> xr.Dataset:
     # strict inequality for ρ > 0; tiny |gap| below 1e-14 counts as equality (ρ = 0)
     ordering = learned_all & np.where(rhos > 0, gap > 1e-14, np.abs(gap) <= 1e-12)
     verdict = [
-        _verdict(rho, condition[j], learned_all[j], ordering[j], major[j], status_sam[j],
-                 messages[j], np.all(np.isfinite(t_gd)))  # fmt: skip
+        _verdict(
+            rho,
+            condition[j],
+            learned_all[j],
+            ordering[j],
+            major[j],
+            status_sam[j],
+            messages[j],
+            np.all(np.isfinite(t_gd)),
+        )  # fmt: skip
         for j, rho in enumerate(rhos)
     ]
 
@@ -286,9 +294,14 @@ def check_theorem(cfg: SamEntropyConfig | None = None) -> xr.Dataset:
             "learned_all": ("rho", learned_all),
             "ordering_holds": ("rho", ordering, {"long_name": "Entropy(SAM) > Entropy(GD)"}),
             "verdict": ("rho", np.array(verdict, dtype=str)),
-            "entropy_ceiling": ((), h_ceiling, {
-                "long_name": "Entropy of p ∝ λ^-2: limit of Entropy(SAM) as ρ → (√3/2)ε "
-                "(truncated dynamics)"}),
+            "entropy_ceiling": (
+                (),
+                h_ceiling,
+                {
+                    "long_name": "Entropy of p ∝ λ^-2: limit of Entropy(SAM) as ρ → (√3/2)ε "
+                    "(truncated dynamics)"
+                },
+            ),
         },
         coords={"feature": np.arange(1, M + 1), "rho": rhos, "k": np.arange(1, M)},
         attrs={
@@ -335,7 +348,9 @@ def _cross_checks(cfg: SamEntropyConfig, t_gd: np.ndarray, t_sam: np.ndarray) ->
             got = np.array([r.time for r in _times(cfg, rho, cfg.dynamics, method)])
             fin = np.isfinite(ref)
             if not np.array_equal(fin, np.isfinite(got)):
-                raise ArithmeticError(f"{method} and closed form disagree on reachability at {rho=}")
+                raise ArithmeticError(
+                    f"{method} and closed form disagree on reachability at {rho=}"
+                )
             rel.append(float(np.max(np.abs(got[fin] / ref[fin] - 1.0), initial=0.0)))
         out[f"xcheck_{method}"] = (
             "rho_all",
@@ -380,7 +395,8 @@ def summary(ds: xr.Dataset) -> dict:
             }
         )
     out = {
-        "theorem": "main paper Theorem 4.4: Entropy(t^SAM) > Entropy(t^GD) if rho < (sqrt(3)/2) eps",
+        "theorem": "main paper Theorem 4.4: "
+        "Entropy(t^SAM) > Entropy(t^GD) if rho < (sqrt(3)/2) eps",
         "dynamics": ds.attrs["dynamics"],
         "config": ds.attrs["config"],
         "rho_bound": ds.attrs["rho_bound"],
@@ -418,7 +434,11 @@ def format_table(ds: xr.Dataset) -> str:
     cfg = ds.attrs["config"]
     lines = [
         f"Theorem 4.4 check (main paper §4.3, App. C.4): {ds.attrs['dynamics']} dynamics "
-        f"{'(eqs. 9-10)' if ds.attrs['dynamics'] == 'truncated' else '(App. C.2, N=' + str(cfg['n_context']) + ')'}",
+        + (
+            "(eqs. 9-10)"
+            if ds.attrs["dynamics"] == "truncated"
+            else f"(App. C.2, N={cfg['n_context']:g})"
+        ),
         f"tau={cfg['tau']:g}  eps={cfg['eps']:g}  c={cfg['c']:g}  "
         f"condition rho < (sqrt3/2) eps = {ds.attrs['rho_bound']:.6g}",
         "",
@@ -432,7 +452,8 @@ def format_table(ds: xr.Dataset) -> str:
     for f in ds.feature.values:
         row = ds.sel(feature=f)
         p = float(row.p_gd)
-        line = (f"{f:>2} {float(row.lam):8.4g} {float(row.endpoint):9.4g} {_fmt_t(float(row.t_gd))} "
+        line = (f"{f:>2} {float(row.lam):8.4g} {float(row.endpoint):9.4g} "
+                f"{_fmt_t(float(row.t_gd))} "
                 f"{'' if math.isnan(p) else f'[{p:.4f}]':>8}")  # fmt: skip
         for r in rhos:
             rr = row.sel(rho=r)
@@ -441,7 +462,10 @@ def format_table(ds: xr.Dataset) -> str:
         lines.append(line)
     lines += ["", f"Entropy (max log M = {math.log(ds.sizes['feature']):.6f}); GD ≻ SAM = GD "
               "profile majorizes SAM's (Definition C.1)"]  # fmt: skip
-    cols = f"{'rho':>10} {'rho/bound':>9} {'H_GD':>9} {'H_SAM':>9} {'H_SAM-H_GD':>11} {'GD≻SAM':>7} {'min margin':>11}"
+    cols = (
+        f"{'rho':>10} {'rho/bound':>9} {'H_GD':>9} {'H_SAM':>9} {'H_SAM-H_GD':>11} "
+        f"{'GD≻SAM':>7} {'min margin':>11}"
+    )
     if "entropy_gap_truncated" in ds:
         cols += f" {'gap(trunc)':>11}"
     lines.append(cols + "  verdict")
@@ -452,7 +476,8 @@ def format_table(ds: xr.Dataset) -> str:
             v = float(v)
             return f"{'—':>{w}}" if math.isnan(v) else f"{v:{w}.{p}f}"
 
-        line = (f"{r:10.4g} {r / ds.attrs['rho_bound']:9.3f} {f9(ds.entropy_gd)} {f9(x.entropy_sam)} "
+        line = (f"{r:10.4g} {r / ds.attrs['rho_bound']:9.3f} {f9(ds.entropy_gd)} "
+                f"{f9(x.entropy_sam)} "
                 f"{_fmt_gap(x.entropy_gap):>11} "
                 f"{('yes' if bool(x.majorizes) else 'no') if bool(x.learned_all) else '—':>7} "
                 f"{f9(x.min_margin, 11, 7)}")  # fmt: skip
@@ -461,7 +486,10 @@ def format_table(ds: xr.Dataset) -> str:
         lines.append(line + "  " + str(x.verdict.values))
     inside = ds.condition.values & (ds.rho.values > 0)
     n_in, n_ok = int(inside.sum()), int(ds.ordering_holds.values[inside].sum())
-    lines += ["", f"Theorem 4.4 conclusion inside the condition: holds at {n_ok}/{n_in} rho values."]
+    lines += [
+        "",
+        f"Theorem 4.4 conclusion inside the condition: holds at {n_ok}/{n_in} rho values.",
+    ]
     ceiling = float(ds.entropy_ceiling) - float(ds.entropy_gd)
     lines.append(
         f"Effect size: in the truncated model, as rho -> bound the SAM profile tends to "
@@ -514,7 +542,9 @@ def sweep(cfg: SweepConfig | None = None, *, progress: bool = True) -> xr.Datase
     major = np.zeros(shape, bool)
     learned = np.zeros(shape, bool)
     ordering = np.zeros(shape, bool)
-    bar = tqdm(total=len(dyn) * len(cfg.spreads), desc="sweep", disable=not progress, file=sys.stderr)
+    bar = tqdm(
+        total=len(dyn) * len(cfg.spreads), desc="sweep", disable=not progress, file=sys.stderr
+    )
     for a, d in enumerate(dyn):
         for b, k in enumerate(cfg.spreads):
             run = SamEntropyConfig(
@@ -598,7 +628,9 @@ def build_parser() -> argparse.ArgumentParser:
     spec.add_argument("--eigenvalues", type=_float_list, help="explicit eigenvalues, e.g. 4,3,2,1")
     spec.add_argument("--family", choices=FAMILIES, default="linear", help="named family")
     spec.add_argument("--dim", type=int, default=4, help="number of features for --family")
-    spec.add_argument("--spread", type=float, help="family spread (geometric: λmax/λmin; power: exponent)")
+    spec.add_argument(
+        "--spread", type=float, help="family spread (geometric: λmax/λmin; power: exponent)"
+    )
     rho = p.add_mutually_exclusive_group()
     rho.add_argument("--rho", type=_float_list, help="SAM radii, e.g. 0.002,0.004")
     rho.add_argument(

@@ -103,7 +103,7 @@ def a_coefficient(lam: float, trace: float, n_context: float) -> float:
 
 
 def learned_value(lam: float, trace: float, n_context: float) -> float:
-    """Fixed point of full GD, eq. (3): ``v_i = (λ_i + (λ_i + tr Σ)/N)^{-1/3} = (λ_i/a_i)^{1/3}``."""
+    """Fixed point of full GD, eq. (3): ``v_i = (λ_i + (λ_i + tr Σ)/N)^{-1/3} = (λ_i/a_i)^⅓``."""
     return (lam / a_coefficient(lam, trace, n_context)) ** (1.0 / 3.0)
 
 
@@ -151,7 +151,9 @@ class PolynomialODE:
         dc = np.polynomial.polynomial.polyder(c)
         for _ in range(2):
             d = np.polynomial.polynomial.polyval(r, dc)
-            step = np.where(d != 0, np.polynomial.polynomial.polyval(r, c) / np.where(d != 0, d, 1), 0)
+            step = np.where(
+                d != 0, np.polynomial.polynomial.polyval(r, c) / np.where(d != 0, d, 1), 0
+            )
             r = r - step
         return r
 
@@ -189,7 +191,9 @@ def attn_s_ode(
         params = {"lam": lam, "rho": rho}
     elif dynamics == "full":
         if a is None:
-            raise ValueError("`a` is required for dynamics='full'; compute it with a_coefficient().")
+            raise ValueError(
+                "`a` is required for dynamics='full'; compute it with a_coefficient()."
+            )
         a = _check_positive("a", a)
         # P(v) = λ²v² − λ a v⁵ + (ρ/√3)(5 λ a v⁴ − 2 λ² v)
         k = rho / SQRT3
@@ -327,16 +331,17 @@ def _gd_full_time(lam: float, a: float, x0: float, x1: float, tau: float) -> flo
     b = (lam / a) ** (1.0 / 3.0)
 
     def F(v: float) -> float:
-        return (
-            math.log((v * v + b * v + b * b) / (b - v) ** 2) / (6.0 * b)
-            - math.atan((2.0 * v + b) / (b * SQRT3)) / (b * SQRT3)
-        )
+        return math.log((v * v + b * v + b * b) / (b - v) ** 2) / (6.0 * b) - math.atan(
+            (2.0 * v + b) / (b * SQRT3)
+        ) / (b * SQRT3)
 
     return tau / lam**2 * ((1.0 / x0 - 1.0 / x1) + (F(x1) - F(x0)))
 
 
 def _lemma_b4_time(gamma: float, alpha: float, rho: float, u0: float, u1: float, tau: float):
-    """Lemma B.4: ``t/τ = (1/γ) ln(u/u0) + (1/(αΔ))[ln((u−r₋)/(u0−r₋))/r₋ − ln((u−r₊)/(u0−r₊))/r₊]``.
+    """Lemma B.4 in ``u = √s``, the implicit solution of Theorem B.2's ODE.
+
+    ``t/τ = (1/γ) ln(u/u0) + (1/(αΔ))[ln((u−r₋)/(u0−r₋))/r₋ − ln((u−r₊)/(u0−r₊))/r₊]``,
 
     ``Δ = √(ρ² + 4γ/α)``, ``r± = (ρ ± Δ)/2`` (the paper writes ``(1/2γ) ln(s/s0)`` for the first
     term, the same thing in ``s = u²``).
@@ -351,19 +356,47 @@ def _lemma_b4_time(gamma: float, alpha: float, rho: float, u0: float, u1: float,
 
 
 def _partial_fraction_time(ode: PolynomialODE, x0: float, x1: float) -> float:
-    """``τ Σ_j ln((x1 − r_j)/(x0 − r_j)) / P'(r_j)`` over the (simple) roots ``r_j`` of ``P``.
+    """``τ ∫ dx/P`` by partial fractions over the (simple) roots of ``P``.
 
     Used for full SAM, whose quintic has no elementary roots: the antiderivative is exact given the
-    roots (computed by companion-matrix eigenvalues and polished by Newton steps). Complex roots
-    come in conjugate pairs; ``x − r`` stays in one half-plane along the real segment, so the
-    principal logarithm of the ratio is the right branch.
+    roots (companion-matrix eigenvalues polished by Newton steps). Every ODE here has ``P(0) = 0``;
+    writing ``P = x p(x)`` with simple nonzero roots ``r_j`` of ``p``, the residues of ``1/P`` sum
+    to zero, so ``∫ dx/P = Σ_j B_j ln(1 − r_j/x)`` with ``B_j = 1/(r_j p'(r_j))``. Each term is
+    evaluated as ``[log1p(−r_j/x1) − log1p(−r_j/x0)] / r_j / p'(r_j)``, which stays accurate when a
+    root of ``p`` approaches 0 (SAM with tiny ρ: roots 0 and ≈ρ̂ nearly coincide, and the textbook
+    form ``A ln x + B ln(x − ρ̂)`` cancels catastrophically). Along the real segment ``1 − r_j/x``
+    stays in one half-plane, so the principal logarithm is the right branch.
     """
-    r = ode.roots()
-    d = ode.dP(r)
+    c = np.asarray(ode.coeffs, dtype=float)
+    if c[0] != 0.0:
+        raise ArithmeticError("partial fractions here assume P(0) = 0.")
+    q = c[1:]  # p(x) = P(x)/x
+    if q[0] == 0.0:
+        raise ArithmeticError("P has a double root at 0; use the GD closed form.")
+    deflated = dataclasses.replace(ode, coeffs=tuple(q))
+    r = deflated.roots()
+    d = deflated.dP(r)
     if np.any(np.abs(d) < 1e-12 * np.max(np.abs(d))):
         raise ArithmeticError("P has a repeated root; partial fractions need simple roots.")
-    terms = np.log((x1 - r) / (x0 - r)) / d
-    return float(ode.tau * np.sum(terms).real)
+    # g_j = [ln(1 − r_j/x1) − ln(1 − r_j/x0)] / r_j. Real roots in real arithmetic (numpy's complex
+    # log1p loses digits for tiny arguments), with |1 − r/x| (both ends share its sign when the
+    # target is reachable); for |r| ≪ x0 the Taylor series, which also makes the result
+    # insensitive to the root's absolute rounding error near 0.
+    g = np.empty(r.shape, dtype=complex)
+    for j, rj in enumerate(r):
+        if abs(rj) < 1e-6 * x0:
+            g[j] = (1.0 / x0 - 1.0 / x1) + rj / 2.0 * (1.0 / x0**2 - 1.0 / x1**2)
+        elif abs(rj.imag) <= 1e-14 * abs(rj):
+            a = rj.real
+            g[j] = (_log_abs_1m(a / x1) - _log_abs_1m(a / x0)) / a
+        else:
+            g[j] = (np.log(1.0 - rj / x1) - np.log(1.0 - rj / x0)) / rj
+    return float(ode.tau * np.sum(g / d).real)
+
+
+def _log_abs_1m(y: float) -> float:
+    """``ln|1 − y|`` accurately for small ``|y|``."""
+    return math.log1p(-y) if y < 0.5 else math.log(abs(1.0 - y))
 
 
 def _quad_time(ode: PolynomialODE, x0: float, x1: float) -> tuple[float, float, int]:

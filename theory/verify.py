@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-class Verdict(str, enum.Enum):
+class Verdict(enum.StrEnum):
     """How a claim fared."""
 
     VERIFIED = "verified"

@@ -1,0 +1,56 @@
+"""Result files: provenance, atomic writes, NetCDF/JSON round trips."""
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from sims.io import (
+    atomic_path,
+    provenance,
+    read_json,
+    read_netcdf,
+    to_jsonable,
+    write_json,
+    write_netcdf,
+)
+
+
+def test_provenance_fields():
+    meta = provenance({"a": 1, "b": np.float64(2.0)}, seed=7)
+    assert meta["config"] == {"a": 1, "b": 2.0} and meta["seed"] == 7
+    assert meta["status"] == "success" and "numpy" in meta["packages"]
+    assert {"git_commit", "git_dirty", "device", "created"} <= set(meta)
+    with pytest.raises(ValueError, match="`status` must be one of"):
+        provenance({}, status="ok")
+
+
+def test_to_jsonable_handles_non_finite_and_numpy():
+    out = to_jsonable({"x": np.array([1.0, np.inf]), "n": np.int64(3), "nan": float("nan")})
+    assert out == {"x": [1.0, "inf"], "n": 3, "nan": "nan"}
+    json.dumps(out, allow_nan=False)
+
+
+def test_atomic_write_keeps_old_content_on_failure(tmp_path):
+    target = tmp_path / "r.json"
+    write_json(target, {"v": 1})
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("partial")
+            raise RuntimeError("crash mid-write")
+    assert read_json(target) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp files left
+
+
+def test_netcdf_round_trip_with_meta(tmp_path):
+    ds = xr.Dataset(
+        {"loss": (("run", "step"), np.arange(6.0).reshape(2, 3))},
+        coords={"run": [0, 1], "step": [0, 10, 20]},
+        attrs={"config": {"lr": 0.1, "sizes": [1, 2]}, "name": "demo"},
+    )
+    path = write_netcdf(tmp_path / "sub" / "r.nc", ds, meta=provenance({"lr": 0.1}, seed=3))
+    back = read_netcdf(path)
+    xr.testing.assert_identical(back.drop_attrs(), ds.drop_attrs())
+    assert back.attrs["config"] == {"lr": 0.1, "sizes": [1, 2]} and back.attrs["name"] == "demo"
+    assert back.attrs["meta"]["seed"] == 3

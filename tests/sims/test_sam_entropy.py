@@ -1,0 +1,198 @@
+"""Theorem 4.4 checks, the main job's CLI and its outputs."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sims import sam_entropy as se
+from sims.entropy import majorizes, shannon_entropy
+from sims.io import read_netcdf
+
+SQ3 = math.sqrt(3)
+
+
+def t_gd_formula(lam, eps, u, tau=1.0):
+    return tau / lam**2 * (1 / eps - 1 / u)
+
+
+def t_sam_formula(lam, rho, eps, u, tau=1.0):
+    rh = 2 * rho / SQ3
+    return tau / (lam**2 * rh) * math.log((u - rh) * eps / (u * (eps - rh)))
+
+
+# Distinct spectra with at least 5% relative separation (so the theorem's strict gap is resolvable
+# in double precision), ρ inside the condition.
+spectra = st.lists(st.floats(0.01, 5.0), min_size=2, max_size=7).filter(
+    lambda v: min(np.diff(np.sort(v))) > 0.05 * max(v)
+)
+
+
+@given(spectra, st.floats(0.05, 0.99), st.floats(1e-3, 0.05), st.floats(0.2, 0.9))
+def test_theorem_4_4_holds_inside_condition(lams, frac, eps, c):
+    if c * max(lams) ** (-1 / 3) <= 1.05 * eps:
+        return
+    rho = frac * SQ3 / 2 * eps
+    ds = se.check_theorem(se.SamEntropyConfig(eigenvalues=tuple(lams), rhos=(rho,), eps=eps, c=c,
+                                              cross_check=False))  # fmt: skip
+    r = ds.sel(rho=rho)
+    assert bool(r.condition) and bool(r.learned_all)
+    # independent recomputation from the paper's closed forms
+    lam = np.sort(lams)[::-1]
+    u = c * lam ** (-1 / 3)
+    tg = np.array([t_gd_formula(x, eps, ui) for x, ui in zip(lam, u, strict=True)])
+    ts = np.array([t_sam_formula(x, rho, eps, ui) for x, ui in zip(lam, u, strict=True)])
+    np.testing.assert_allclose(ds.t_gd.values, tg, rtol=1e-12)
+    np.testing.assert_allclose(r.t_sam.values, ts, rtol=1e-9)
+    assert shannon_entropy(ts) > shannon_entropy(tg)  # the theorem
+    assert majorizes(tg / tg.sum(), ts / ts.sum(), atol=1e-13)  # via Lemma C.2
+    assert bool(r.ordering_holds) and bool(r.majorizes)
+    # Step 2: w_i = t_SAM/t_GD increases as t_GD decreases (larger λ)
+    w = ts / tg
+    assert np.all(np.diff(w) <= 1e-12 * w[:-1])
+    # SAM's entropy stays below the ρ → bound ceiling H(p ∝ λ^-2)
+    assert float(r.entropy_sam) <= float(ds.entropy_ceiling) + 1e-12
+
+
+def test_outside_condition_truncated_sam_learns_nothing():
+    eps = 0.01
+    ds = se.check_theorem(se.SamEntropyConfig(rhos=(1.01 * SQ3 / 2 * eps,), eps=eps,
+                                              cross_check=False))  # fmt: skip
+    r = ds.isel(rho=0)
+    assert not bool(r.condition) and not bool(r.learned_all)
+    assert np.all(np.isinf(r.t_sam.values)) and set(r.status_sam.values) == {"decays"}
+    assert "condition violated" in str(r.verdict.values)
+
+
+def test_full_dynamics_ordering_reverses_just_outside_condition():
+    """Finding (beyond the paper): with the untruncated ODEs SAM still learns every feature a little
+    past ρ = (√3/2)ε, and there the entropy ordering reverses. Pinned with quadrature times."""
+    from sims.scalar_odes import a_coefficient, attn_s_ode, learning_time
+
+    lam = se.spectrum("geometric", 4, spread=10.0)
+    eps, c, n = 0.01, 0.5, 31.0
+    # the full-dynamics threshold for feature i: P(ε) = 0  ⇔  ρ_i = √3 ε(λ − aε³)/(2λ − 5aε³)
+    a = np.array([a_coefficient(x, 1.0, n) for x in lam])
+    thresholds = SQ3 * eps * (lam - a * eps**3) / (2 * lam - 5 * a * eps**3)
+    rho = 0.5 * (SQ3 / 2 * eps + thresholds.min())  # outside the paper's bound, below all ρ_i
+    assert rho > SQ3 / 2 * eps
+    t = {}
+    for name, r in (("gd", 0.0), ("sam", rho)):
+        t[name] = np.array([
+            learning_time(attn_s_ode(x, rho=r, dynamics="full", a=ai), eps, c * x ** (-1 / 3),
+                          method="quad").time
+            for x, ai in zip(lam, a, strict=True)
+        ])  # fmt: skip
+    assert np.all(np.isfinite(t["gd"])) and np.all(np.isfinite(t["sam"]))
+    assert shannon_entropy(t["sam"]) < shannon_entropy(t["gd"])  # ordering fails
+    ds = se.check_theorem(se.SamEntropyConfig(eigenvalues=tuple(lam), rhos=(rho,), eps=eps, c=c,
+                                              dynamics="full", cross_check=False))  # fmt: skip
+    assert "FAILS" in str(ds.verdict.values[0]) and not bool(ds.condition.values[0])
+
+
+def test_default_run_and_json_agree_with_closed_forms(tmp_path, capsys):
+    assert se.main(["--json", "--no-plot", "--out", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    cfg = out["config"]
+    lam = np.array(out["eigenvalues"])
+    eps, c, tau = cfg["eps"], cfg["c"], cfg["tau"]
+    np.testing.assert_allclose(lam, [0.4, 0.3, 0.2, 0.1], rtol=1e-15)
+    u = c * lam ** (-1 / 3)
+    np.testing.assert_allclose(out["t_gd"], t_gd_formula(lam, eps, u, tau), rtol=1e-9)
+    assert len(out["per_rho"]) == 6
+    for rec in out["per_rho"]:
+        if rec["rho"] == 0:
+            continue
+        ts = [t_sam_formula(x, rec["rho"], eps, ui, tau) for x, ui in zip(lam, u, strict=True)]
+        np.testing.assert_allclose(rec["t_sam"], ts, rtol=1e-9)
+        assert rec["condition"] and rec["ordering_holds"]
+        assert rec["majorization"]["gd_majorizes_sam"] and rec["majorization"]["min_margin"] > 0
+    assert out["theorem_holds_inside_condition"] is True
+    assert out["cross_checks"]["quad_max_rel_diff"] < 1e-10
+    assert out["cross_checks"]["ode_max_rel_diff"] < 1e-8
+    assert out["meta"]["config"]["eps"] == eps and "git_commit" in out["meta"]
+    json.dumps(out, allow_nan=False)  # never a NaN in the output
+    # files: NetCDF round-trips with provenance
+    ds = read_netcdf(tmp_path / "sam_entropy.nc")
+    assert ds.attrs["meta"]["status"] == "success" and ds.attrs["config"]["eps"] == eps
+    fresh = se.check_theorem(se.SamEntropyConfig())
+    xr.testing.assert_allclose(ds[["t_gd", "t_sam", "entropy_sam"]],
+                               fresh[["t_gd", "t_sam", "entropy_sam"]])  # fmt: skip
+    assert json.loads((tmp_path / "sam_entropy.json").read_text())["meta"]["status"] == "success"
+
+
+def test_table_output_and_figure(tmp_path, capsys):
+    assert se.main(["--rho", "0.004,0.02", "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "Theorem 4.4" in text and "condition violated" in text and "holds:" in text
+    assert "nan" not in text.lower()
+    assert (tmp_path / "sam_entropy.png").stat().st_size > 10_000
+
+
+def test_full_dynamics_reports_truncated_gap(tmp_path, capsys):
+    assert se.main(["--dynamics", "full", "--no-plot", "--no-cross-check", "--out",
+                    str(tmp_path)]) == 0  # fmt: skip
+    assert "gap(trunc)" in capsys.readouterr().out
+
+
+def test_sweep_small_grid(tmp_path, capsys):
+    cfg = se.SweepConfig(spreads=(2.0, 50.0), rho_fractions=(0.2, 0.9, 1.1))
+    ds = se.sweep(cfg, progress=False)
+    assert ds.entropy_gap.shape == (2, 2, 3)
+    tr = ds.sel(dynamics="truncated")
+    assert bool(tr.ordering_holds.sel(rho_fraction=[0.2, 0.9]).all())
+    assert not bool(tr.learned_all.sel(rho_fraction=1.1).any())
+    assert "ordering holds" in se.format_sweep(ds)
+    assert se.main(["--sweep", "--rho-frac", "0.5,1.1", "--dim", "3", "--no-plot", "--out",
+                    str(tmp_path)]) == 0  # fmt: skip
+    assert (tmp_path / "sweep.nc").exists()
+
+
+def test_spectrum_families():
+    np.testing.assert_allclose(se.spectrum("linear", 4), [0.4, 0.3, 0.2, 0.1])
+    g = se.spectrum("geometric", 5, spread=16.0)
+    assert g.sum() == pytest.approx(1.0) and g[0] / g[-1] == pytest.approx(16.0)
+    p = se.spectrum("power", 3, spread=2.0)
+    np.testing.assert_allclose(p / p[0], [1, 1 / 4, 1 / 9])
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"eigenvalues": (1.0, 1.0, 0.5)}, "must be distinct"),
+        ({"eigenvalues": (1.0, -0.5)}, "finite and positive"),
+        ({"eigenvalues": (1.0,)}, "at least 2"),
+        ({"rhos": (-0.1,)}, "`rhos` must be finite and >= 0"),
+        ({"eps": 0.0}, "`eps` must be a positive number"),
+        ({"c": 0.001}, "`c`=0.001 puts the endpoint"),
+        ({"tau": -1.0}, "`tau` must be a positive"),
+        ({"dynamics": "exact"}, "`dynamics` must be"),
+    ],
+)
+def test_config_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        se.SamEntropyConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["--eigenvalues", "1,1,0.5"], "must be distinct"),
+        (["--rho", "-0.1"], "must be finite and >= 0"),
+        (["--eps", "0"], "`eps` must be a positive"),
+        (["--c", "0.001"], "puts the endpoint"),
+        (["--eigenvalues", "1,a"], "comma-separated numbers"),
+        (["--family", "flat"], "invalid choice"),
+        (["--family", "geometric", "--spread", "0.5"], "`spread` must be > 1"),
+    ],
+)
+def test_cli_usage_errors_exit_2(argv, match, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        se.main([*argv, "--no-plot", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "error:" in err and pytest.importorskip("re").search(match, err)
