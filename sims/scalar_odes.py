@@ -141,8 +141,10 @@ class PolynomialODE:
         return np.polynomial.polynomial.polyval(x, np.polynomial.polynomial.polyder(self.coeffs))
 
     def rhs(self, t, x):
-        """Right-hand side ``dx/dt = P(x)/τ`` in ``solve_ivp`` form (Horner on floats: this is
-        the hot path of the ODE method, called ~10⁴ times per learning time)."""
+        """Right-hand side ``dx/dt = P(x)/τ`` in ``solve_ivp`` form.
+
+        Horner on floats: this is the hot path of the ODE method (~10⁴ calls per learning time).
+        """
         v = float(x[0])
         acc = 0.0
         for c in reversed(self.coeffs):
