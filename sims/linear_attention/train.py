@@ -1,0 +1,411 @@
+"""Full-batch trainer on sufficient statistics: ``lax.scan`` over steps, ``vmap`` over runs.
+
+Each run has its own initialization, dataset moments (so usage-count weights for upsampling),
+test moments, learning rate and SAM radius ``ρ``; all runs of a batch advance together in one
+jitted scan. A step costs O(d⁴ + H d²) (the loss is the quadratic form of
+:mod:`sims.linear_attention.stats`), independent of ``P`` and ``N``. The per-step update is the
+optax-style transformation from :data:`sims.optim.METHODS` (``gd``, ``sam``, ``sam_flow``): one
+``update`` = one optimizer step, so step counts compare 1:1 between GD and SAM.
+
+Recorded per step: training loss ``L(w_t)`` (before the update of step ``t``, as in the anchor's
+loop), test loss and the eigen-components ``e_iᵀ M(w_t) e_i`` of the merged matrix; parameters
+every ``record_every`` steps. A non-finite loss, gradient or parameter stops that run (its
+parameters are frozen and the rest of its trajectory is NaN); :func:`train_runs` then reports
+the step and parameter and raises :class:`TrainingDivergedError` (carrying the partial result)
+unless ``raise_on_failure=False``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import xarray as xr
+
+from sims.optim import METHODS
+
+from .models import AttnMParams, AttnSParams, merged_matrix
+from .stats import Moments, loss
+
+__all__ = ["TrainResult", "TrainingDivergedError", "train_runs", "train", "integrate_flow"]
+
+
+class TrainingDivergedError(ValueError):
+    """Raised when a loss, gradient or parameter becomes non-finite; ``.result`` keeps the data."""
+
+    def __init__(self, message: str, result: TrainResult):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """Outcome of :func:`train_runs` (style rule 4: status, message, success, counters).
+
+    Attributes:
+        status: ``"success"`` or ``"failed"``.
+        message: human-readable summary (names run, step and parameter on failure).
+        success: ``status == "success"``.
+        n_steps: steps requested.
+        n_completed: ``(run,)`` steps completed before a failure (``n_steps`` when none).
+        ds: ``xr.Dataset`` with ``train_loss (run, step)``, ``test_loss (run, step)``,
+            ``component (run, step, feature)``, ``v (run, snapshot, head)``, key/query or ``u``
+            snapshots, ``final_*`` parameters; config in ``attrs``.
+    """
+
+    status: str
+    message: str
+    success: bool
+    n_steps: int
+    n_completed: np.ndarray
+    ds: xr.Dataset
+
+    def final_params(self, run: int | None = None):
+        """Final parameters as a params NamedTuple (all runs, or one ``run``)."""
+        ds = self.ds
+        sel = (lambda a: a) if run is None else (lambda a: a[run])
+        if "final_k" in ds:
+            return AttnSParams(
+                sel(jnp.asarray(ds.final_v.values)),
+                sel(jnp.asarray(ds.final_k.values)),
+                sel(jnp.asarray(ds.final_q.values)),
+            )
+        return AttnMParams(sel(jnp.asarray(ds.final_v.values)), sel(jnp.asarray(ds.final_u.values)))
+
+
+def _leaf_names(params) -> tuple[str, ...]:
+    return tuple(type(params)._fields)
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(optimizer: str, num_steps: int, record_every: int, param_type: type):
+    n_rec = -(-num_steps // record_every)
+
+    def run(params0, moments, test_moments, eigvecs, lr, rho):
+        loss_fn = functools.partial(_loss, moments=moments)
+        grad_fn = jax.grad(loss_fn)
+        opt = METHODS[optimizer](lr, rho)
+        state0 = opt.init(params0)
+
+        def step(carry, t):
+            params, state, ok, fail_step, fail_leaf = carry
+            value, grads = jax.value_and_grad(loss_fn)(params)
+            test_value = _loss(params, test_moments)
+            m = merged_matrix(params)
+            comp = jnp.einsum("ia,ij,ja->a", eigvecs, m, eigvecs)  # e_aᵀ M e_a, (d,)
+            updates, new_state = opt.update(grads, state, params, grad_fn=grad_fn)
+            new_params = optax.apply_updates(params, updates)
+            leaf_ok = jnp.stack(
+                [
+                    jnp.all(jnp.isfinite(g)) & jnp.all(jnp.isfinite(p))
+                    for g, p in zip(grads, new_params, strict=False)
+                ]
+            )
+            finite = jnp.isfinite(value) & jnp.all(leaf_ok)
+            active = t < num_steps
+            newly_bad = ok & active & ~finite
+            fail_step = jnp.where(newly_bad, t, fail_step)
+            fail_leaf = jnp.where(newly_bad, jnp.argmin(leaf_ok), fail_leaf)
+            keep = ok & active & finite
+            params = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), new_params, params)
+            state = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), new_state, state)
+            ok = ok & ~newly_bad
+            nan = jnp.nan
+            rec_ok = ok | newly_bad  # record the failing step's values
+            out = (
+                jnp.where(rec_ok, value, nan),
+                jnp.where(rec_ok, test_value, nan),
+                jnp.where(rec_ok, comp, nan),
+            )
+            return (params, state, ok, fail_step, fail_leaf), out
+
+        def block(carry, b):
+            snap = carry[0]
+            carry, out = jax.lax.scan(step, carry, b * record_every + jnp.arange(record_every))
+            return carry, (out, snap)
+
+        carry0 = (params0, state0, jnp.array(True), jnp.array(-1), jnp.array(0))
+        carry, (outs, snaps) = jax.lax.scan(block, carry0, jnp.arange(n_rec))
+        params_final, _, ok, fail_step, fail_leaf = carry
+        train_l, test_l, comp = (o.reshape((n_rec * record_every,) + o.shape[2:]) for o in outs)
+        return (
+            train_l[:num_steps], test_l[:num_steps], comp[:num_steps], snaps, params_final,
+            ok, fail_step, fail_leaf,
+        )  # fmt: skip
+
+    return jax.jit(jax.vmap(run))
+
+
+def _loss(params, moments):
+    return loss(params, moments)
+
+
+def _as_batched_moments(moments: Moments, n_runs: int, name: str) -> Moments:
+    c0 = jnp.asarray(moments.c0, dtype=jnp.float64)
+    b = jnp.asarray(moments.b, dtype=jnp.float64)
+    a = jnp.asarray(moments.A, dtype=jnp.float64)
+    if b.ndim == 1:
+        c0, b, a = (jnp.broadcast_to(x, (n_runs,) + x.shape) for x in (c0, b, a))
+    if b.ndim != 2 or a.ndim != 3 or c0.shape != (n_runs,) or b.shape[0] != n_runs:
+        raise ValueError(
+            f"`{name}` must hold c0 (R,), b (R, d²), A (R, d², d²) or unbatched versions for "
+            f"R={n_runs} runs; got {c0.shape=}, {b.shape=}, {a.shape=}."
+        )
+    if a.shape[1:] != (b.shape[1], b.shape[1]):
+        raise ValueError(f"`{name}`.A must be (d², d²) matching b's {b.shape[1]}; got {a.shape}.")
+    return Moments(c0, b, a)
+
+
+def _per_run(x, n_runs: int, name: str):
+    arr = jnp.asarray(x, dtype=jnp.float64)
+    if arr.ndim == 0:
+        arr = jnp.broadcast_to(arr, (n_runs,))
+    if arr.shape != (n_runs,):
+        raise ValueError(f"`{name}` must be a scalar or have shape ({n_runs},); got {arr.shape}.")
+    if not bool(jnp.all(jnp.isfinite(arr))) or bool(jnp.any(arr < 0)):
+        raise ValueError(f"`{name}` must be finite and >= 0; got {np.asarray(arr).tolist()}.")
+    return arr
+
+
+def train_runs(
+    params0,
+    moments: Moments,
+    num_steps: int,
+    *,
+    optimizer: Literal["gd", "sam", "sam_flow"] = "gd",
+    learning_rate=0.02,
+    rho=0.0,
+    test_moments: Moments | None = None,
+    eigvecs=None,
+    record_every: int = 100,
+    raise_on_failure: bool = True,
+    attrs: dict | None = None,
+) -> TrainResult:
+    """Train ``R`` runs at once (``vmap`` over runs, ``lax.scan`` over steps).
+
+    Args:
+        params0: ATTN_S or ATTN_M parameters with a leading run axis ``R`` on every leaf.
+        moments: training :class:`Moments`, batched ``(R, ...)`` or shared.
+        num_steps: number of optimizer steps (``>= 1``).
+        optimizer: ``"gd"`` (eq. 2), ``"sam"`` (eq. 6) or ``"sam_flow"`` (eq. 8 Euler step).
+        learning_rate: ``η`` (scalar or ``(R,)``).
+        rho: SAM radius ``ρ >= 0`` (scalar or ``(R,)``; ignored by ``"gd"``).
+        test_moments: held-out moments (default: ``moments``).
+        eigvecs: ``(d, d)`` or ``(R, d, d)`` eigenvectors (columns) for the recorded components;
+            default identity.
+        record_every: parameter snapshot stride.
+        raise_on_failure: raise :class:`TrainingDivergedError` on a non-finite value.
+        attrs: extra config stored in ``ds.attrs``.
+
+    Returns:
+        A :class:`TrainResult`.
+
+    Raises:
+        ValueError, TypeError: on bad shapes or values (before any tracing).
+        TrainingDivergedError: on divergence when ``raise_on_failure``.
+    """
+    if not isinstance(params0, (AttnSParams, AttnMParams)):
+        raise TypeError(
+            f"`params0` must be AttnSParams or AttnMParams; got {type(params0).__name__}."
+        )
+    if optimizer not in METHODS:
+        raise ValueError(f"`optimizer` must be one of {sorted(METHODS)}; got {optimizer!r}.")
+    for name, val in (("num_steps", num_steps), ("record_every", record_every)):
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
+            raise ValueError(f"`{name}` must be an int >= 1; got {val!r}.")
+    params0 = type(params0)(*(jnp.asarray(x, dtype=jnp.float64) for x in params0))
+    if params0.v.ndim != 2:
+        raise ValueError(
+            f"`params0.v` must be (R, H), batched over runs; got shape {params0.v.shape}; "
+            "use `train` for a single run."
+        )
+    n_runs = params0.v.shape[0]
+    if any(x.shape[0] != n_runs for x in params0):
+        raise ValueError(
+            f"all leaves of `params0` need the same run axis; got {[x.shape for x in params0]}."
+        )
+    d = params0[1].shape[-1]
+    moments = _as_batched_moments(moments, n_runs, "moments")
+    test_moments = (
+        moments
+        if test_moments is None
+        else _as_batched_moments(test_moments, n_runs, "test_moments")
+    )
+    if moments.b.shape[1] != d * d or test_moments.b.shape[1] != d * d:
+        raise ValueError(
+            f"moments are for d²={moments.b.shape[1]} features but params have d={d} (d²={d * d}); "
+            "build moments and params for the same dimension."
+        )
+    lr = _per_run(learning_rate, n_runs, "learning_rate")
+    rho_arr = _per_run(rho, n_runs, "rho")
+    e = jnp.eye(d) if eigvecs is None else jnp.asarray(eigvecs, dtype=jnp.float64)
+    if e.ndim == 2:
+        e = jnp.broadcast_to(e, (n_runs, d, d))
+    if e.shape != (n_runs, d, d):
+        raise ValueError(f"`eigvecs` must be (d, d) or (R, d, d) with d={d}; got {e.shape}.")
+
+    fn = _compiled(optimizer, int(num_steps), int(record_every), type(params0))
+    out = fn(params0, moments, test_moments, e, lr, rho_arr)
+    train_l, test_l, comp, snaps, pfinal, ok, fail_step, fail_leaf = jax.device_get(out)
+    return _package(
+        params0, train_l, test_l, comp, snaps, pfinal, ok, fail_step, fail_leaf,
+        num_steps=int(num_steps), record_every=int(record_every), optimizer=optimizer,
+        lr=np.asarray(lr), rho=np.asarray(rho_arr), raise_on_failure=raise_on_failure,
+        attrs=attrs or {},
+    )  # fmt: skip
+
+
+def _package(params0, train_l, test_l, comp, snaps, pfinal, ok, fail_step, fail_leaf, *,
+             num_steps, record_every, optimizer, lr, rho, raise_on_failure, attrs):  # fmt: skip
+    n_runs, n_heads = params0.v.shape
+    d = comp.shape[-1]
+    snap_steps = np.arange(snaps.v.shape[1]) * record_every
+    coords = {
+        "run": np.arange(n_runs),
+        "step": np.arange(num_steps),
+        "feature": np.arange(d),
+        "head": np.arange(n_heads),
+        "snapshot_step": ("snapshot", snap_steps),
+    }
+    data = {
+        "train_loss": (("run", "step"), train_l),
+        "test_loss": (("run", "step"), test_l),
+        "component": (("run", "step", "feature"), comp),
+        "v": (("run", "snapshot", "head"), np.asarray(snaps.v)),
+        "final_v": (("run", "head"), np.asarray(pfinal.v)),
+        "learning_rate": (("run",), lr),
+        "rho": (("run",), rho),
+    }
+    if isinstance(params0, AttnSParams):
+        data["k"] = (("run", "snapshot", "head", "rank", "dim"), np.asarray(snaps.k))
+        data["q"] = (("run", "snapshot", "head", "rank", "dim"), np.asarray(snaps.q))
+        data["final_k"] = (("run", "head", "rank", "dim"), np.asarray(pfinal.k))
+        data["final_q"] = (("run", "head", "rank", "dim"), np.asarray(pfinal.q))
+    else:
+        data["u"] = (("run", "snapshot", "head", "dim", "dim2"), np.asarray(snaps.u))
+        data["final_u"] = (("run", "head", "dim", "dim2"), np.asarray(pfinal.u))
+    n_completed = np.where(ok, num_steps, fail_step).astype(int)
+    data["n_completed"] = (("run",), n_completed)
+    ds = xr.Dataset(data, coords=coords)
+    ds.attrs.update(
+        {"optimizer": optimizer, "num_steps": num_steps, "record_every": record_every, **attrs}
+    )
+    names = _leaf_names(params0)
+    if bool(np.all(ok)):
+        status, message = "success", f"{n_runs} run(s) completed {num_steps} steps ({optimizer})."
+    else:
+        bad = np.flatnonzero(~ok)
+        parts = [
+            f"run {r}: non-finite loss/gradient/parameter at step {int(fail_step[r])} "
+            f"(first bad parameter `{names[int(fail_leaf[r])]}`, "
+            f"learning_rate={lr[r]:g}, rho={rho[r]:g})"
+            for r in bad[:5]
+        ]
+        status = "failed"
+        message = (
+            f"training diverged in {bad.size} of {n_runs} run(s): "
+            + "; ".join(parts)
+            + ". The trajectory up to that step is kept; lower `learning_rate` (or `rho`)."
+        )
+    ds.attrs["status"] = status
+    ds.attrs["message"] = message
+    result = TrainResult(status, message, status == "success", num_steps, n_completed, ds)
+    if status == "failed" and raise_on_failure:
+        raise TrainingDivergedError(message, result)
+    return result
+
+
+def train(params0, moments: Moments, num_steps: int, **kwargs) -> TrainResult:
+    """Train a single run (unbatched ``params0`` and ``moments``); see :func:`train_runs`."""
+    if not isinstance(params0, (AttnSParams, AttnMParams)):
+        raise TypeError(
+            f"`params0` must be AttnSParams or AttnMParams; got {type(params0).__name__}."
+        )
+    batched = type(params0)(*(jnp.asarray(x)[None] for x in params0))
+    if "eigvecs" in kwargs and kwargs["eigvecs"] is not None:
+        kwargs["eigvecs"] = jnp.asarray(kwargs["eigvecs"])
+    return train_runs(batched, moments, num_steps, **kwargs)
+
+
+def integrate_flow(
+    params0,
+    moments: Moments,
+    t_final: float,
+    *,
+    dt: float = 1e-2,
+    rho: float = 0.0,
+    eigvecs=None,
+    tau: float = 1.0,
+) -> TrainResult:
+    """Integrate the gradient flow ``τ Ẇ = -½ (I + P) ∇L`` (eqs. 7–8; ``ρ = 0`` gives GD flow).
+
+    Classical RK4 with step ``dt`` (time units of the paper's ODEs). The returned dataset uses the
+    same layout as :func:`train_runs` with ``step`` = RK4 step (time = ``step * dt``).
+    """
+    if not np.isfinite(t_final) or t_final <= 0:
+        raise ValueError(f"`t_final` must be positive and finite; got {t_final!r}.")
+    if not np.isfinite(dt) or dt <= 0:
+        raise ValueError(f"`dt` must be positive and finite; got {dt!r}.")
+    if not np.isfinite(rho) or rho < 0:
+        raise ValueError(f"`rho` must be finite and >= 0; got {rho!r}.")
+    num_steps = int(np.ceil(t_final / dt))
+    return _rk4(params0, moments, num_steps, dt / tau, rho, eigvecs)
+
+
+def _rk4(params0, moments, num_steps, h, rho, eigvecs):
+    from sims.optim import sam_flow_direction
+
+    mom = Moments(*(jnp.asarray(x, dtype=jnp.float64) for x in moments))
+    grad_fn = jax.grad(functools.partial(_loss, moments=mom))
+
+    def field(p):
+        g = grad_fn(p)
+        direction = sam_flow_direction(grad_fn, p, g, rho) if rho > 0 else g
+        return jax.tree_util.tree_map(lambda x: -0.5 * x, direction)
+
+    def axpy(a, x, y):
+        return jax.tree_util.tree_map(lambda u, w: u + a * w, x, y)
+
+    d = params0[1].shape[-1]
+    e = jnp.eye(d) if eigvecs is None else jnp.asarray(eigvecs)
+
+    @jax.jit
+    def run(p0):
+        def step(p, _):
+            k1 = field(p)
+            k2 = field(axpy(h / 2, p, k1))
+            k3 = field(axpy(h / 2, p, k2))
+            k4 = field(axpy(h, p, k3))
+            incr = jax.tree_util.tree_map(
+                lambda a, b, c, dd: (a + 2 * b + 2 * c + dd) / 6, k1, k2, k3, k4
+            )
+            new = axpy(h, p, incr)
+            m = merged_matrix(p)
+            return new, (_loss(p, mom), jnp.einsum("ia,ij,ja->a", e, m, e), p.v)
+
+        return jax.lax.scan(step, p0, None, length=num_steps)
+
+    p0 = type(params0)(*(jnp.asarray(x, dtype=jnp.float64) for x in params0))
+    pfinal, (lvals, comp, vs) = jax.device_get(run(p0))
+    ds = xr.Dataset(
+        {
+            "train_loss": (("step",), lvals),
+            "component": (("step", "feature"), comp),
+            "v": (("step", "head"), vs),
+            "time": (("step",), np.arange(num_steps) * h),
+        },
+        attrs={"method": "rk4", "dt": h, "rho": rho},
+    )
+    ok = bool(np.all(np.isfinite(lvals)))
+    status = "success" if ok else "failed"
+    msg = (
+        "flow integrated"
+        if ok
+        else (f"non-finite loss at RK4 step {int(np.argmin(np.isfinite(lvals)))}; lower `dt`.")
+    )
+    return TrainResult(status, msg, ok, num_steps, np.array([num_steps]), ds)

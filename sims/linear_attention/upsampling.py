@@ -1,0 +1,240 @@
+"""GD + upsampling in the linear-attention model (main paper Section 5, transplanted).
+
+1. Train a proxy (the same model with GD, same data) for ``proxy_steps`` steps and record each
+   example's loss at ``n_checkpoints`` evenly spaced checkpoints (default 5).
+2. Cluster the loss trajectories (or the last losses) into 2 groups with k-means
+   (:func:`sims.selection.cluster_trajectories`); the higher-mean-loss cluster is *hard*.
+3. Upsample by duplication: usage count ``1 + factor`` for the selected examples
+   (:func:`sims.selection.usage_weights`); full-batch training on the duplicated set is exactly
+   training with these weights, which enter only through the weighted moments.
+4. Retrain from scratch (same initialization).
+
+Selections for the compute-matched ablation (Figure 4d analog): ``"hard"``, ``"random"``,
+``"easy"`` (same count as hard). :func:`hard_cluster_spectrum` reports which eigen-directions of
+``Σ`` the hard cluster over-represents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sims.selection import (
+    ClusterResult,
+    cluster_trajectories,
+    select_easy,
+    select_random,
+    trajectory_features,
+    usage_weights,
+)
+
+from .data import ICLData
+from .stats import eigh_desc, expected_sample_cov_sq
+
+__all__ = [
+    "UpsampleResult",
+    "checkpoint_losses",
+    "kmeans_batched",
+    "select_for_upsampling",
+    "select_batched",
+    "hard_cluster_spectrum",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class UpsampleResult:
+    """Selection outcome for one run.
+
+    Attributes:
+        weights: ``(P,)`` usage counts.
+        selected: ``(P,)`` boolean mask of upsampled examples.
+        cluster: the :class:`sims.selection.ClusterResult` (hard cluster found by k-means).
+        losses: ``(P, K)`` proxy per-example losses at the checkpoints.
+    """
+
+    weights: np.ndarray
+    selected: np.ndarray
+    cluster: ClusterResult
+    losses: np.ndarray
+
+
+def checkpoint_losses(merged_matrices, data: ICLData, *, scale: float = 1.0) -> np.ndarray:
+    """Per-example losses ``(y_p - s β_pᵀ M_k x_{q,p})²`` for checkpoint matrices ``M_k``.
+
+    Args:
+        merged_matrices: ``(K, d, d)`` merged matrices of the proxy at its checkpoints.
+        data: the training set.
+        scale: output scale ``s``.
+
+    Returns:
+        ``(P, K)`` losses.
+    """
+    ms = np.asarray(merged_matrices, dtype=float)
+    if ms.ndim != 3 or ms.shape[1:] != (data.dim, data.dim):
+        raise ValueError(f"`merged_matrices` must be (K, {data.dim}, {data.dim}); got {ms.shape}.")
+    bm = np.einsum("pi,kij->pkj", data.beta, ms)  # (P, K, d)
+    pred = scale * np.einsum("pkj,pj->pk", bm, data.xq)
+    return (data.yq[:, None] - pred) ** 2
+
+
+def select_for_upsampling(
+    losses,
+    *,
+    selection: Literal["hard", "random", "easy"] = "hard",
+    factor: int = 1,
+    features: Literal["trajectory", "last", "relative"] = "trajectory",
+    seed: int = 0,
+    n_init: int = 3,
+    backend: Literal["sklearn", "numpy"] = "numpy",
+) -> UpsampleResult:
+    """Cluster proxy loss trajectories and build usage-count weights.
+
+    Args:
+        losses: ``(P, K)`` per-example losses at the proxy checkpoints.
+        selection: upsample the hard cluster, or as many random / easy examples.
+        factor: extra copies per selected example (``u``; 1 in the paper).
+        features: clustering features (see :func:`sims.selection.cluster_trajectories`).
+        seed: k-means and sampling seed.
+        n_init: k-means restarts.
+        backend: k-means implementation (``"numpy"``: fast Lloyd; ``"sklearn"``).
+    """
+    if selection not in ("hard", "random", "easy"):
+        raise ValueError(f"`selection` must be 'hard', 'random' or 'easy'; got {selection!r}.")
+    losses = np.asarray(losses, dtype=float)
+    cl = cluster_trajectories(
+        losses, 2, seed=seed, features=features, n_init=n_init, backend=backend
+    )
+    n = losses.shape[0]
+    count = int(cl.hard_mask.sum())
+    if selection == "hard":
+        mask = cl.hard_mask
+    elif selection == "random":
+        mask = select_random(n, count, seed=seed)
+    else:
+        mask = select_easy(cl.hard_mask, min(count, n - count), seed=seed)
+    return UpsampleResult(usage_weights(n, mask, factor), mask, cl, losses)
+
+
+def hard_cluster_spectrum(data: ICLData, mask) -> dict[str, np.ndarray]:
+    """Which eigen-directions of ``Σ`` the selected examples over-represent.
+
+    Returns ratios per eigen-direction ``e_i`` (decreasing ``λ_i``), selected vs population:
+    ``xq_ratio_i = mean_sel (e_iᵀ x_q)² / λ_i`` and ``beta_ratio_i = mean_sel (e_iᵀ β)² / a'_i``
+    with ``a'_i = e_iᵀ E[Σ̂²] e_i``; values > 1 mean over-represented. Also the eigenvalues of the
+    selected examples' query covariance (``xq_cov_eigs``) next to ``λ`` (``lambda``).
+    """
+    mask = np.asarray(mask, dtype=bool)
+    lam, e = eigh_desc(data.cov)
+    s2 = expected_sample_cov_sq(data.cov, data.n_context)
+    xq = data.xq[mask] @ e  # (P_sel, d)
+    beta = data.beta[mask] @ e
+    xq_cov = data.xq[mask].T @ data.xq[mask] / max(mask.sum(), 1)
+    return {
+        "lambda": lam,
+        "xq_ratio": (xq**2).mean(0) / lam,
+        "beta_ratio": (beta**2).mean(0) / np.einsum("ia,ij,ja->a", e, s2, e),
+        "xq_cov_eigs": np.sort(np.linalg.eigvalsh(xq_cov))[::-1],
+    }
+
+
+@functools.partial(jax.jit, static_argnames=("k", "n_init", "max_iter"))
+def _kmeans_jax(x, key, *, k: int, n_init: int, max_iter: int):
+    """Lloyd's k-means with k-means++ seeding on ``x (P, F)``; best of ``n_init`` by inertia."""
+
+    def sqdist(c):
+        return jnp.sum((x[:, None, :] - c[None, :, :]) ** 2, axis=-1)  # (P, k)
+
+    tol = 1e-4 * jnp.mean(jnp.var(x, axis=0))  # sklearn's convergence tolerance
+
+    def one(key):
+        keys = jax.random.split(key, k)
+        centers = x[jax.random.randint(keys[0], (), 0, x.shape[0])][None]  # (1, F)
+        for j in range(1, k):  # k-means++ seeding
+            d2 = jnp.min(sqdist(centers), axis=1)
+            idx = jax.random.categorical(keys[j], jnp.log(jnp.maximum(d2, 1e-300)))
+            centers = jnp.concatenate([centers, x[idx][None]], axis=0)
+
+        def body(state):
+            it, labels, _, centers = state
+            new = jnp.argmin(sqdist(centers), axis=1)
+            onehot = jax.nn.one_hot(new, k, dtype=x.dtype)  # (P, k)
+            counts = onehot.sum(0)
+            sums = onehot.T @ x  # (k, F)
+            upd = jnp.where(counts[:, None] > 0, sums / jnp.maximum(counts, 1)[:, None], centers)
+            moving = jnp.any(new != labels) & (jnp.sum((upd - centers) ** 2) > tol)
+            return it + 1, new, moving, upd
+
+        def cond(state):
+            it, _, changed, _ = state
+            return (it < max_iter) & changed
+
+        init = (0, jnp.full(x.shape[0], -1), jnp.array(True), centers)
+        _, _, _, centers = jax.lax.while_loop(cond, body, init)
+        d = sqdist(centers)
+        labels = jnp.argmin(d, axis=1)
+        return labels, centers, jnp.sum(jnp.min(d, axis=1))
+
+    labels, centers, inertia = jax.vmap(one)(jax.random.split(key, n_init))
+    best = jnp.argmin(inertia)
+    return labels[best], centers[best], inertia[best]
+
+
+def kmeans_batched(features, seeds, *, k: int = 2, n_init: int = 3, max_iter: int = 300):
+    """Batched k-means over runs: ``features (R, P, F)`` -> raw labels ``(R, P)``, inertia ``(R,)``.
+
+    A jitted, ``vmap``-ed Lloyd iteration (k-means++ seeding, ``n_init`` restarts, sklearn's
+    stopping rule: no label change or centre shift <= 1e-4 x mean feature variance), used for the
+    25-run Figure 1 pipeline where sklearn would dominate the wall
+    time. Feed the labels to :meth:`sims.selection.ClusterResult.from_labels`.
+    """
+    x = jnp.asarray(features, dtype=jnp.float64)
+    if x.ndim != 3:
+        raise ValueError(f"`features` must be (R, P, F); got shape {x.shape}.")
+    keys = jnp.stack([jax.random.PRNGKey(int(s)) for s in np.asarray(seeds).reshape(-1)])
+    if keys.shape[0] != x.shape[0]:
+        raise ValueError(
+            f"`seeds` must have one entry per run ({x.shape[0]}); got {keys.shape[0]}."
+        )
+    fn = jax.vmap(functools.partial(_kmeans_jax, k=k, n_init=n_init, max_iter=max_iter))
+    labels, centers, inertia = jax.device_get(fn(x, keys))
+    return np.asarray(labels), np.asarray(centers), np.asarray(inertia)
+
+
+def select_batched(
+    losses,
+    seeds,
+    *,
+    selection: Literal["hard", "random", "easy"] = "hard",
+    factor: int = 1,
+    features: Literal["trajectory", "last", "relative"] = "trajectory",
+    n_init: int = 3,
+) -> list[UpsampleResult]:
+    """:func:`select_for_upsampling` for ``R`` runs at once (``losses (R, P, K)``), JAX k-means."""
+    if selection not in ("hard", "random", "easy"):
+        raise ValueError(f"`selection` must be 'hard', 'random' or 'easy'; got {selection!r}.")
+    losses = np.asarray(losses, dtype=float)
+    if losses.ndim != 3:
+        raise ValueError(f"`losses` must be (R, P, K); got shape {losses.shape}.")
+    feats = np.stack([trajectory_features(lr, features) for lr in losses])
+    raw, centers, inertia = kmeans_batched(feats, seeds, k=2, n_init=n_init)
+    out = []
+    for r, seed in enumerate(np.asarray(seeds).reshape(-1)):
+        cl = ClusterResult.from_labels(
+            losses[r], raw[r], features=features, centers=centers[r], inertia=inertia[r],
+            n_clusters=2,
+        )  # fmt: skip
+        n = losses.shape[1]
+        count = int(cl.hard_mask.sum())
+        if selection == "hard":
+            mask = cl.hard_mask
+        elif selection == "random":
+            mask = select_random(n, count, seed=int(seed))
+        else:
+            mask = select_easy(cl.hard_mask, min(count, n - count), seed=int(seed))
+        out.append(UpsampleResult(usage_weights(n, mask, factor), mask, cl, losses[r]))
+    return out

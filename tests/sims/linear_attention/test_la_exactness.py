@@ -1,0 +1,93 @@
+"""The sufficient-statistics engine equals the token-level attention (loss and gradients)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from sims.linear_attention.data import ICLData, features_from_tokens
+from sims.linear_attention.models import (
+    AttnMParams,
+    init_params,
+    output_scale,
+    token_loss,
+    tokens_to_matrix,
+)
+from sims.linear_attention.stats import empirical_moments, loss
+from sims.optim import METHODS
+from sims.selection import upsample_indices
+
+
+@pytest.mark.parametrize(
+    ("model", "rank", "scale", "optimizer"),
+    [
+        ("attn_s", 1, "paper", "gd"),
+        ("attn_s", 1, "anchor", "sam"),
+        ("attn_s", 2, "paper", "sam"),
+        ("attn_m", 1, "anchor", "gd"),
+    ],
+)
+def test_loss_and_grads_equal_along_trajectory(
+    tiny_tokens, tiny_data, model, rank, scale, optimizer
+):
+    x, y = tiny_tokens
+    n = tiny_data.n_context
+    s = output_scale(scale, n)
+    xmat = tokens_to_matrix(x, y)
+    yq = jnp.asarray(tiny_data.yq)
+    moments = empirical_moments(tiny_data, scale=s)
+    params = init_params(jax.random.PRNGKey(3), 3, 4, model=model, rank=rank, init_scale=2.0)
+
+    def fast(p):
+        return loss(p, moments)
+
+    def naive(p):
+        return token_loss(p, xmat, yq, n_context=n, scale=s)
+
+    fast_vg = jax.jit(jax.value_and_grad(fast))
+    naive_vg = jax.jit(jax.value_and_grad(naive))
+    opt = METHODS[optimizer](0.05 / s, 0.05)
+    naive_grad = jax.grad(naive)
+
+    @jax.jit
+    def step(p, st, g):
+        upd, st = opt.update(g, st, p, grad_fn=naive_grad)
+        return optax.apply_updates(p, upd), st
+
+    state = opt.init(params)
+    for _ in range(15):
+        lf, gf = fast_vg(params)
+        ln, gn = naive_vg(params)
+        assert abs(float(lf - ln)) <= 1e-13 * max(1.0, abs(float(ln)))
+        for a, b in zip(gf, gn, strict=False):
+            np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+        params, state = step(params, state, gn)
+    assert isinstance(params, AttnMParams) == (model == "attn_m")
+
+
+def test_upsampling_by_duplication_equals_weights(tiny_tokens, tiny_data):
+    x, y = tiny_tokens
+    mask = np.array([True, False, False, True, False, False, False, True])
+    idx = upsample_indices(8, mask, factor=2)
+    dup = ICLData(*features_from_tokens(x[idx], y[idx]), tiny_data.cov, 5)
+    params = init_params(jax.random.PRNGKey(1), 3, 2, init_scale=3.0)
+    weights = np.where(mask, 3, 1)
+    a = loss(params, empirical_moments(tiny_data, weights))
+    b = loss(params, empirical_moments(dup))
+    tl = jax.jit(token_loss, static_argnames=("n_context",))
+    c = tl(params, tokens_to_matrix(x[idx], y[idx]), jnp.asarray(y[idx, -1]), n_context=5)
+    assert float(a) == pytest.approx(float(b), rel=1e-13)
+    assert float(a) == pytest.approx(float(c), rel=1e-13)
+
+
+def test_star_blocks_do_not_matter(tiny_tokens, tiny_data):
+    from sims.linear_attention.models import token_forward
+
+    x, y = tiny_tokens
+    xmat = tokens_to_matrix(x, y)
+    params = init_params(jax.random.PRNGKey(2), 3, 3, init_scale=1.0)
+    fwd = jax.jit(token_forward, static_argnames=("n_context", "star_seed"))
+    a = fwd(params, xmat, n_context=5, star_seed=0)[:, 3, -1]
+    b = fwd(params, xmat, n_context=5, star_seed=1)[:, 3, -1]
+    np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
