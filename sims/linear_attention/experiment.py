@@ -76,6 +76,8 @@ class Figure1Config:
         n_test: held-out test sequences (0 = population loss).
         save_every: stride of the saved per-step trajectories.
         seed: root seed.
+        methods: which of ``("gd", "gd_upsample", "sam")`` to report (GD always runs: it is the
+            upsampling proxy).
     """
 
     d: int = 4
@@ -102,6 +104,7 @@ class Figure1Config:
     n_test: int = 0
     save_every: int = 10
     seed: int = 0
+    methods: tuple[str, ...] = METHOD_NAMES
 
     def __post_init__(self):
         ints = ("d", "n_context", "n_heads", "rank", "num_steps", "n_runs", "n_checkpoints",
@@ -128,6 +131,11 @@ class Figure1Config:
             )
         if not 0 < self.fraction <= 1:
             raise ValueError(f"`fraction` must be in (0, 1]; got {self.fraction!r}.")
+        bad = [m for m in self.methods if m not in METHOD_NAMES]
+        if bad or not self.methods:
+            raise ValueError(
+                f"`methods` must be a non-empty subset of {METHOD_NAMES}; got {self.methods!r}."
+            )
 
     @property
     def proxy_budget(self) -> int:
@@ -224,18 +232,20 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
     )
     timings["select_s"] = time.perf_counter() - t1
 
-    t1 = time.perf_counter()
-    res_up = train_runs(p0, up_moments, cfg.num_steps, rho=0.0, **common)
+    results = {"gd": res_gd}
+    if "gd_upsample" in cfg.methods:  # proxy selection only needed here
+        t1 = time.perf_counter()
+        results["gd_upsample"] = train_runs(p0, up_moments, cfg.num_steps, rho=0.0, **common)
+        timings["train_gd_upsample_s"] = time.perf_counter() - t1
     bar.update(1)
-    timings["train_gd_upsample_s"] = time.perf_counter() - t1
-    t1 = time.perf_counter()
-    res_sam = train_runs(p0, moments, cfg.num_steps, rho=cfg.rho, **common)
+    if "sam" in cfg.methods:
+        t1 = time.perf_counter()
+        results["sam"] = train_runs(p0, moments, cfg.num_steps, rho=cfg.rho, **common)
+        timings["train_sam_s"] = time.perf_counter() - t1
     bar.update(1)
     bar.close()
-    timings["train_sam_s"] = time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0
-
-    results = {"gd": res_gd, "gd_upsample": res_up, "sam": res_sam}
+    methods = [m for m in METHOD_NAMES if m in cfg.methods]
     lam = eigh_desc(covs[0])[0]
     fp = fixed_point_components(covs[0], cfg.n_context, scale=s)
     levels = saddle_losses(covs[0], cfg.n_context)
@@ -243,7 +253,7 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
     steps = np.arange(0, cfg.num_steps, stride)
 
     def stacked(name):
-        return np.stack([results[m].ds[name].values for m in METHOD_NAMES])
+        return np.stack([results[m].ds[name].values for m in methods])
 
     train_l, test_l, comp = stacked("train_loss"), stacked("test_loss"), stacked("component")
     lt = learning_times(comp, fp, fraction=cfg.fraction)  # (method, run, feature)
@@ -269,7 +279,7 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
             "checkpoint_step": (("checkpoint",), ckpts),
         },
         coords={
-            "method": list(METHOD_NAMES),
+            "method": methods,
             "run": np.arange(cfg.n_runs),
             "step": steps,
             "feature": np.arange(cfg.d),
@@ -288,7 +298,7 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
         if _common_learned(dt)
         else np.full(lt.shape[:2], np.nan),
     )
-    statuses = {m: results[m].status for m in METHOD_NAMES}
+    statuses = {m: results[m].status for m in methods}
     ds.attrs.update(
         {
             "config": dataclasses.asdict(cfg),
@@ -296,7 +306,7 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
             "entropy_n_features": n_feat,
             "drop_entropy_n_features": _common_learned(dt),
             "status": "success" if all(v == "success" for v in statuses.values()) else "failed",
-            "messages": {m: results[m].message for m in METHOD_NAMES},
+            "messages": {m: results[m].message for m in methods},
             "output_scale": s,
         }
     )
@@ -310,22 +320,33 @@ def _common_learned(times) -> int:
 
 
 def summarize(ds: xr.Dataset) -> dict:
-    """Per-method medians/quartiles of final test loss and entropies (JSON-ready)."""
-    out = {}
+    """Per-method medians/quartiles of the final test loss, learning times and entropies.
+
+    Entropies are reported for the first ``M`` features (``M = 2..d``) over the runs in which
+    every method learned those ``M`` features (paired), with the number of such runs.
+    """
+    lt_all = ds.learning_time.values  # (method, run, feature)
+    out: dict = {"hard_fraction_mean": float(ds.hard_fraction.mean())}
+    out["hard_xq_ratio_mean"] = ds.hard_xq_ratio.values.mean(0).tolist()
+    out["hard_beta_ratio_mean"] = ds.hard_beta_ratio.values.mean(0).tolist()
     for i, m in enumerate(ds.method.values):
         f = ds.final_test_loss.values[i]
-        e = ds.entropy.values[i]
-        lt = ds.learning_time.values[i]
-        out[str(m)] = {
+        lt = lt_all[i]
+        row = {
             "median_test_loss": float(np.median(f)),
             "test_loss_quartiles": np.quantile(f, [0.25, 0.75]).tolist(),
-            "median_entropy": float(np.nanmedian(e)) if np.any(np.isfinite(e)) else None,
-            "entropy_quartiles": np.nanquantile(e, [0.25, 0.75]).tolist()
-            if np.any(np.isfinite(e))
-            else None,
-            "median_learning_time": np.nanmedian(np.where(np.isfinite(lt), lt, np.nan), 0).tolist()
-            if np.any(np.isfinite(lt))
-            else None,
-            "n_features_learned_median": float(np.median(np.isfinite(lt).sum(-1))),
+            "mean_features_learned": float(np.isfinite(lt).sum(-1).mean()),
+            "median_learning_time": [
+                float(np.nanmedian(lt[:, j])) if np.any(np.isfinite(lt[:, j])) else None
+                for j in range(lt.shape[1])
+            ],
         }
+        for n_feat in range(2, lt.shape[1] + 1):
+            ok = np.all(np.isfinite(lt_all[:, :, :n_feat]), axis=(0, 2))  # paired runs
+            ent = entropies(lt[ok], n_feat) if ok.any() else np.array([])
+            row[f"entropy_first{n_feat}"] = {
+                "median": float(np.median(ent)) if ent.size else None,
+                "n_runs": int(ok.sum()),
+            }
+        out[str(m)] = row
     return json.loads(json.dumps(out))
