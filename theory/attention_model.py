@@ -392,11 +392,9 @@ def check_gradients(grad_fn=gradient_corrected) -> CheckResult:
     """Compare ``grad_fn`` (eqs. 19-21 form) with ∂L/∂(v_i, k_i, q_i) of the closed-form loss."""
     Sigma, E2, heads, L = _generic_setup()
     res = []
-    for i, h in enumerate(heads):
+    for i, (dv, dk, dq) in enumerate(_derived_grads()):
         g = grad_fn(Sigma, E2, heads, i)
-        res.append(sp.Matrix([sp.diff(L, h.v)]) - g["v"])
-        res.append(sp.Matrix([sp.diff(L, s) for s in h.k]) - g["k"])
-        res.append(sp.Matrix([sp.diff(L, s) for s in h.q]) - g["q"])
+        res += [dv - g["v"], dk - g["k"], dq - g["q"]]
     first = _first_nonzero(res)
     # Polynomial identity: expanded difference is exactly 0, or a nonzero polynomial (a proof).
     return CheckResult(first == 0, first, "d = 2, general symmetric Σ, H = 2 heads with k_i ≠ q_i",
@@ -442,11 +440,24 @@ def check_gradients_corrected() -> CheckResult:
                        f"{printed.residual} ≠ 0 for generic k ≠ q; equal when k_i = q_i")  # fmt: skip
 
 
+@functools.lru_cache(maxsize=1)
+def _derived_blocks():
+    Sigma, E2, heads, L = _generic_setup()
+    return hessian_blocks_derived(L, heads[0])
+
+
+@functools.lru_cache(maxsize=1)
+def _derived_grads():
+    Sigma, E2, heads, L = _generic_setup()
+    return [(sp.Matrix([sp.diff(L, h.v)]), sp.Matrix([sp.diff(L, s) for s in h.k]),
+             sp.Matrix([sp.diff(L, s) for s in h.q])) for h in heads]  # fmt: skip
+
+
 def check_hessian_blocks(corrected: bool, blocks: Sequence[str] | None = None,
                          printed_fn=None) -> CheckResult:  # fmt: skip
     """Compare each Hessian block of App. C.1 with symbolic second derivatives of L."""
     Sigma, E2, heads, L = _generic_setup()
-    derived = hessian_blocks_derived(L, heads[0])
+    derived = _derived_blocks()
     printed = (printed_fn or hessian_blocks_printed)(Sigma, E2, heads, 0, corrected=corrected)
     bad, per = [], {}
     for key in blocks or derived:

@@ -374,11 +374,13 @@ def check_global_vs_layerwise() -> CheckResult:
     vals = [m.reduce(g[n], [1]) for n in outside] + [m.reduce(Hg[n], [1]) for n in outside]
     bad = [x for x in vals if x != 0]
     # cross-head Hessian blocks are not all zero (they annihilate the gradient direction)
-    k1 = list(m.heads[0].k)
-    q2 = list(m.heads[1].q)
-    t = sp.Symbol("t_c")
-    cross = sp.Matrix(3, 3, lambda r, c: m.reduce(sp.diff(
-        m.grad_at({**sub, q2[c]: sub[q2[c]] + t})[1 + r], t).subs(t, 0), [1]))  # fmt: skip
+    q2_pos = [m.params.index(x) for x in m.heads[1].q]
+    cols = []
+    for n in q2_pos:  # columns ∂/∂q₂ of the Hessian, rows of k₁
+        basis = sp.zeros(len(m.params), 1)
+        basis[n] = 1
+        cols.append(m.hvp(sub, basis)[1:4, 0])
+    cross = sp.Matrix.hstack(*cols).applyfunc(lambda x: m.reduce(x, [1]))
     return CheckResult(not bad, bad[0] if bad else 0, "d = 3, H = 3, m = 1, active head 2",
                        "symbolic",
                        f"∂²L/∂k₁∂q₂ ≠ 0 (nonzero entries: {sum(1 for x in cross if x != 0)}) but "

@@ -1,0 +1,57 @@
+"""``python -m theory``: run the SymPy checks and print/write the verdict table.
+
+Exit status: 0 when every check ran (refuted claims are findings, not failures), 1 when a check
+crashed, 2 on bad usage (unknown claim name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .report import ERROR, format_table, run_claims, write_report
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m theory",
+        description="Re-derive the main paper's lemmas and theorems with SymPy and report, claim by "
+        "claim: verified / verified under an approximation / refuted / not checkable.",
+    )
+    p.add_argument("--claim", action="append", metavar="NAME",
+                   help="run only this claim (repeatable); see --list")  # fmt: skip
+    p.add_argument("--list", action="store_true", help="list the registered claims and exit")
+    p.add_argument("--out", default="results/theory", metavar="DIR",
+                   help="folder for report.md and report.json (default: results/theory)")  # fmt: skip
+    p.add_argument("--no-write", action="store_true", help="print the table only")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and call the library (:mod:`theory.report`); return the exit status."""
+    args = _parser().parse_args(argv)
+    if args.list:
+        from . import load_all
+
+        for name, c in load_all().items():
+            flag = " [erratum]" if c.erratum else (" [approx]" if c.approximation else "")
+            print(f"{name:46s} {c.reference}{flag}")
+        return 0
+    try:
+        rows = run_claims(args.claim)
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    print(format_table(rows))
+    if not args.no_write:
+        md, js = write_report(rows, args.out)
+        print(f"\nwrote {md} and {js}")
+    crashed = [r for r in rows if r.verdict == ERROR]
+    for r in crashed:
+        print(f"\ncheck {r.name} crashed:\n{r.error}", file=sys.stderr)
+    return 1 if crashed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

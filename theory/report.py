@@ -1,0 +1,203 @@
+"""Run the registered claims and render the verdict table (text, Markdown, JSON).
+
+Library side of ``python -m theory`` (the CLI in :mod:`theory.__main__` only parses arguments).
+Every module of the package is discovered by :func:`theory.load_all`, so checks added later (e.g.
+``theory/markov_tensor.py``) appear here without edits.
+
+Examples:
+    >>> rows = run_claims(["thm44_I1_I2_closed_forms"])
+    >>> rows[0].verdict
+    'verified'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import sympy as sp
+
+from . import load_all
+from .verify import CLAIMS, CheckResult, Claim
+
+__all__ = [
+    "Row",
+    "run_claims",
+    "format_table",
+    "to_markdown",
+    "to_payload",
+    "write_report",
+    "ERROR",
+]
+
+#: Verdict string used when a check raised instead of returning a result.
+ERROR = "error (check crashed)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One line of the report: a claim, its verdict and the evidence."""
+
+    name: str
+    reference: str
+    statement: str
+    verdict: str
+    residual: str
+    seconds: float
+    method: str
+    conditions: str
+    detail: str
+    erratum: bool
+    approximation: bool
+    module: str
+    error: str | None = None
+
+
+def _fmt_residual(res) -> str:
+    try:
+        if isinstance(res, (int, float)):
+            return f"{res:.3g}" if res != 0 else "0"
+        expr = sp.sympify(res)
+        if expr == 0:
+            return "0"
+        if expr.is_number:
+            return f"{float(sp.N(expr)):.3g}"
+        text = str(expr)
+    except (sp.SympifyError, TypeError, ValueError):
+        text = str(res)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _row(c: Claim, result: CheckResult | None, seconds: float, error: str | None) -> Row:
+    if result is None:
+        return Row(c.name, c.reference, c.statement, ERROR, "", seconds, "", "", "", c.erratum,
+                   c.approximation, c.module, error)  # fmt: skip
+    if not isinstance(result, CheckResult):
+        return Row(c.name, c.reference, c.statement, ERROR, "", seconds, "", "", "", c.erratum,
+                   c.approximation, c.module,
+                   f"check returned {type(result).__name__}, not CheckResult")  # fmt: skip
+    return Row(c.name, c.reference, c.statement, c.verdict(result).value,
+               _fmt_residual(result.residual), seconds, result.method, result.conditions,
+               result.detail, c.erratum, c.approximation, c.module)  # fmt: skip
+
+
+def run_claims(names: Iterable[str] | None = None) -> list[Row]:
+    """Run the named claims (all registered claims when ``names`` is None) and collect rows.
+
+    A check that raises is reported with verdict :data:`ERROR` and its traceback in ``error``
+    (the other checks still run).
+
+    Raises:
+        KeyError: for an unknown claim name (with close matches suggested).
+    """
+    load_all()
+    if names is None:
+        selected = list(CLAIMS.values())
+    else:
+        names = list(names)
+        for n in names:
+            if n not in CLAIMS:
+                import difflib
+
+                near = difflib.get_close_matches(n, list(CLAIMS), n=3)
+                hint = f" Did you mean {', '.join(near)}?" if near else ""
+                raise KeyError(f"unknown claim {n!r}.{hint} `python -m theory --list` lists them.")
+        selected = [CLAIMS[n] for n in names]
+    rows = []
+    for c in selected:
+        t0 = time.perf_counter()
+        try:
+            result, err = c.func(), None
+        except Exception:  # noqa: BLE001 - a crashing check is itself a reported outcome
+            result, err = None, traceback.format_exc()
+        rows.append(_row(c, result, time.perf_counter() - t0, err))
+    return rows
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """Plain-text verdict table (claim, reference, verdict, residual, seconds)."""
+    head = ("claim", "paper reference", "verdict", "residual", "s")
+    data = [(r.name, r.reference, r.verdict, r.residual, f"{r.seconds:.2f}") for r in rows]
+    widths = [min(max(len(x[i]) for x in [head, *data]), cap)
+              for i, cap in enumerate((44, 46, 31, 28, 7))]  # fmt: skip
+
+    def line(cells):
+        return "  ".join((c if len(c) <= w else c[: w - 1] + "…").ljust(w)
+                         for c, w in zip(cells, widths, strict=True))  # fmt: skip
+
+    out = [line(head), line(["-" * w for w in widths])] + [line(d) for d in data]
+    counts = {}
+    for r in rows:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    out.append("")
+    out.append("; ".join(f"{v}: {n}" for v, n in counts.items())
+               + f"; total {sum(r.seconds for r in rows):.1f} s")  # fmt: skip
+    return "\n".join(out)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(rows: Sequence[Row]) -> str:
+    """Markdown report: verdict table, errata (corrected statement + evidence), details."""
+    lines = ["# Theory checks: verdicts", "",
+             "| claim | paper reference | verdict | residual | method | s |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        lines.append(f"| `{r.name}` | {_md(r.reference)} | {r.verdict} | {_md(r.residual)} | "
+                     f"{r.method} | {r.seconds:.2f} |")  # fmt: skip
+    errata = [r for r in rows if r.erratum]
+    refuted = [r for r in rows if r.verdict == "refuted"]
+    lines += ["", "## Errata", "",
+              "Each entry: the corrected statement (verified below), then the evidence against the "
+              "statement as printed.", ""]  # fmt: skip
+    for r in errata:
+        lines += [f"### {r.reference} — `{r.name}` ({r.verdict})", "",
+                  f"- **Corrected statement:** {r.statement}",
+                  f"- **Evidence:** {r.detail}", f"- **Checked under:** {r.conditions}", ""]  # fmt: skip
+    if refuted:
+        lines += ["### Statements refuted as printed", ""]
+        for r in refuted:
+            lines.append(f"- `{r.name}` ({_md(r.reference)}): {_md(r.statement)} — residual "
+                         f"{_md(r.residual)}. {_md(r.detail)}")  # fmt: skip
+        lines.append("")
+    crashed = [r for r in rows if r.verdict == ERROR]
+    if crashed:
+        lines += ["## Crashed checks", ""]
+        lines += [f"- `{r.name}`: {_md((r.error or '').strip().splitlines()[-1:][0] if r.error else '')}"
+                  for r in crashed]  # fmt: skip
+        lines.append("")
+    lines += ["## Details", ""]
+    for r in rows:
+        lines += [f"- `{r.name}` — {_md(r.statement)} *Conditions:* {_md(r.conditions)}. "
+                  f"*Method:* {r.method}. {_md(r.detail)}"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def to_payload(rows: Sequence[Row]) -> dict:
+    """JSON-ready payload: ``{"claims": [...], "summary": {...}}``."""
+    summary: dict[str, int] = {}
+    for r in rows:
+        summary[r.verdict] = summary.get(r.verdict, 0) + 1
+    return {"claims": [dataclasses.asdict(r) for r in rows], "summary": summary,
+            "total_seconds": sum(r.seconds for r in rows)}  # fmt: skip
+
+
+def write_report(rows: Sequence[Row], out_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``report.md`` and ``report.json`` (with provenance, atomically) into ``out_dir``."""
+    from sims.io import provenance, write_json
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    md = out / "report.md"
+    tmp = md.with_suffix(".md.tmp")
+    tmp.write_text(to_markdown(rows))
+    tmp.replace(md)
+    status = "failed" if any(r.verdict == ERROR for r in rows) else "success"
+    meta = provenance(config={"claims": [r.name for r in rows]}, status=status)
+    js = write_json(out / "report.json", to_payload(rows), meta=meta)
+    return md, js
