@@ -93,7 +93,9 @@ def _train(a) -> int:
     if a.online:
         over["online"] = True
     over["seed"] = a.seed
-    d, T = (8, 6) if a.scale == "quick" else (50, 20)
+    from sims.markov.experiments import _sizes
+
+    d, T = _sizes(a.scale)
     chain = ChainConfig.reversed_order(m=a.m, d=d, T=T) if a.reversed else None
     if a.model == "minimal":
         exp = minimal_exp(a.scale, m=a.m, init_scale=a.u, chain=chain, **over)

@@ -60,3 +60,48 @@ def mark_stages(ax, times, color="k") -> None:
     for t in np.asarray(times, float):
         if np.isfinite(t):
             ax.axvline(t, color=color, ls="--", lw=0.7)
+
+
+def pick_steps(ds, n: int = 5) -> list[int]:
+    """``n`` evaluation steps spread over the run (log-like spacing, first and last included)."""
+    steps = ds.step.values
+    idx = np.unique(np.round(np.geomspace(1, len(steps), n)).astype(int) - 1)
+    return [int(steps[i]) for i in idx]
+
+
+def training_figure(ds, path, title: str, *, reference: bool = False, n_maps: int = 5):
+    """Attention maps over training + KL to restricted truths (+ references) + group masses.
+
+    The layout shared by Figs. 1, 2-3, 6-7 and 8-9.
+    """
+    import matplotlib.pyplot as plt
+
+    from .train import detect_stages
+
+    rep = detect_stages(ds)
+    steps = pick_steps(ds, n_maps)
+    ncol = max(n_maps, 3 + int(reference))
+    fig = plt.figure(figsize=(3.0 * ncol, 6.2), constrained_layout=True)
+    gs = fig.add_gridspec(2, ncol)
+    plot_attention_row([fig.add_subplot(gs[0, i]) for i in range(len(steps))], ds, steps)
+    ax = fig.add_subplot(gs[1, 0])
+    plot_kl(ax, ds)
+    mark_stages(ax, rep.group_times)
+    ax.set_title("KL(f_A*1:i || model)")
+    ax = fig.add_subplot(gs[1, 1])
+    ax.plot(ds.step, ds.excess_loss, "k", label="excess (test)")
+    ax.plot(ds.step, ds.test_loss, "C1", label="test loss")
+    ax.set(xlabel="step", yscale="log", title="losses")
+    ax.legend(fontsize=7)
+    ax = fig.add_subplot(gs[1, 2])
+    plot_group_mass(ax, ds)
+    if reference and ds.sizes.get("reference", 0):
+        ax = fig.add_subplot(gs[1, 3])
+        plot_kl(ax, ds, var="kl_reference")
+        ax.set_title("KL(restricted-context model || model)")
+    fig.suptitle(f"{title}  |  pattern times {rep.group_times.tolist()}, stages {rep.n_stages}",
+                 fontsize=10)  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -485,7 +485,8 @@ def coupling_time(ds, delta: float = 0.1) -> float:
 def _grad(C, Q, mstar, Sstar):
     """Gradient of the reduced loss: ``-(dC, dQ)`` of :func:`reduced_rhs`."""
     H = C.shape[0]
-    dy = _reduced_rhs_np(np.concatenate([C.ravel(), Q.ravel()]), mstar, Sstar, H, *Sstar.shape)
+    f = _reduced_rhs_nb if _HAVE_NUMBA else _reduced_rhs_np
+    dy = f(np.concatenate([C.ravel(), Q.ravel()]), mstar, Sstar, H, *Sstar.shape)
     return -dy[: C.size].reshape(C.shape), -dy[C.size :].reshape(Q.shape)
 
 

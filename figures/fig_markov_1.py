@@ -1,0 +1,57 @@
+"""Seed 004 Figure 1 (bottom): minimal model, KL to the restricted truths and attention maps.
+
+Stage-wise learning of the order-6 chain (groups {1,2}, {3,4}, {5,6}; m = 1.7): KL to f_{A*_1}
+reaches its minimum first, then f_{A*_{1:2}}, then f_{A*_{1:3}}; attention maps go from all heads
+on I(1) (competitive) to one head per group (cooperative). Scales: see sims.markov.experiments.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from figures import FigureSpec, figure_main  # noqa: E402
+from sims.markov import experiments as X  # noqa: E402
+from sims.markov.plotting import training_figure  # noqa: E402
+
+FIGURE = FigureSpec(
+    name="markov_fig1",
+    title="Minimal model: KL to restricted ground truths and attention maps over training",
+    paper_ref="seed004 Figure 1 (bottom), App. C.1",
+    result_file="markov/fig1_minimal.nc",
+    producer="python -m figures.fig_markov_1 --recompute",
+)
+
+
+def compute(scale: str):
+    """Train the minimal model (finite data, m = 1.7)."""
+    from sims.markov.train import train
+
+    return train(X.minimal_exp(scale)).ds
+
+
+def plot(ds, out: Path, scale: str) -> list[Path]:
+    """One figure (maps, KL, losses, group masses)."""
+    return [training_figure(ds, out / "markov_fig1.png", f"Fig. 1 minimal model ({scale})")]
+
+
+def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
+    """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
+    scale = X.scale_from_env(quick)
+    rel = FIGURE.result_file if scale == "cpu" else FIGURE.result_file.replace(
+        "markov/", f"markov/{scale}/")
+    ds = X.run_or_load(Path(results_dir) / rel, lambda: compute(scale), recompute=recompute,
+                       config={"figure": FIGURE.name, "scale": scale}, seed=0)
+    return plot(ds, Path(out_dir), scale)
+
+
+def main(argv=None) -> int:
+    """Command line: ``python -m figures.<module> [--quick] [--recompute]``."""
+    return figure_main(make, FIGURE, argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

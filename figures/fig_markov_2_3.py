@@ -1,0 +1,56 @@
+"""Seed 004 Figures 2-3: full one-block decoder, attention maps and KL curves.
+
+Fig. 2: per-head attention over training (all heads on I(1), then one head per group).
+Fig. 3: KL to the restricted truths (left) and to restricted-context models c = 4, 8, 12 (right),
+which the unrestricted model approaches in that order.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from figures import FigureSpec, figure_main  # noqa: E402
+from sims.markov import experiments as X  # noqa: E402
+from sims.markov.plotting import training_figure  # noqa: E402
+
+FIGURE = FigureSpec(
+    name="markov_fig2_3",
+    title="Full model: attention maps, KL to restricted truths and restricted-context models",
+    paper_ref="seed004 Figures 2-3",
+    result_file="markov/fig2_3_full.nc",
+    producer="MARKOV_SCALE=paper python -m figures.fig_markov_2_3 --recompute  (GPU)",
+)
+
+
+def compute(scale: str):
+    """Train the c-restricted models, then the unrestricted one with KL to them."""
+    return X.train_with_references(X.full_exp(scale))
+
+
+def plot(ds, out: Path, scale: str) -> list[Path]:
+    """One figure with the reference-KL panel."""
+    return [training_figure(ds, out / "markov_fig2_3.png", f"Figs. 2-3 full model ({scale})",
+                            reference=True)]
+
+
+def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
+    """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
+    scale = X.scale_from_env(quick)
+    rel = FIGURE.result_file if scale == "cpu" else FIGURE.result_file.replace(
+        "markov/", f"markov/{scale}/")
+    ds = X.run_or_load(Path(results_dir) / rel, lambda: compute(scale), recompute=recompute,
+                       config={"figure": FIGURE.name, "scale": scale}, seed=0)
+    return plot(ds, Path(out_dir), scale)
+
+
+def main(argv=None) -> int:
+    """Command line: ``python -m figures.<module> [--quick] [--recompute]``."""
+    return figure_main(make, FIGURE, argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

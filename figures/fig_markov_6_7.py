@@ -1,0 +1,55 @@
+"""Seed 004 Figures 6-7: online ("infinite data") training of the minimal model (App. C.3).
+
+Fresh sequences every step; the same incremental behaviour as with the finite dataset.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from figures import FigureSpec, figure_main  # noqa: E402
+from sims.markov import experiments as X  # noqa: E402
+from sims.markov.plotting import training_figure  # noqa: E402
+
+FIGURE = FigureSpec(
+    name="markov_fig6_7",
+    title="Online sampling: attention maps, validation loss and KL (minimal model)",
+    paper_ref="seed004 Figures 6-7, App. C.3",
+    result_file="markov/fig6_7_online.nc",
+    producer="python -m figures.fig_markov_6_7 --recompute",
+)
+
+
+def compute(scale: str):
+    """Train the minimal model with a fresh batch every step."""
+    from sims.markov.train import train
+
+    return train(X.minimal_exp(scale, online=True)).ds
+
+
+def plot(ds, out: Path, scale: str) -> list[Path]:
+    """One figure (maps, KL, losses, group masses)."""
+    return [training_figure(ds, out / "markov_fig6_7.png", f"Figs. 6-7 online ({scale})")]
+
+
+def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
+    """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
+    scale = X.scale_from_env(quick)
+    rel = FIGURE.result_file if scale == "cpu" else FIGURE.result_file.replace(
+        "markov/", f"markov/{scale}/")
+    ds = X.run_or_load(Path(results_dir) / rel, lambda: compute(scale), recompute=recompute,
+                       config={"figure": FIGURE.name, "scale": scale}, seed=0)
+    return plot(ds, Path(out_dir), scale)
+
+
+def main(argv=None) -> int:
+    """Command line: ``python -m figures.<module> [--quick] [--recompute]``."""
+    return figure_main(make, FIGURE, argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""Seed 004 Figures 8-9: reversed importance order with interval lengths 8/4/2 (App. C.4).
+
+The furthest block {13, 14} is the most important (digest reading A), then {9..12}, then {1..8};
+full model (narrow at the CPU scale).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from figures import FigureSpec, figure_main  # noqa: E402
+from sims.markov import experiments as X  # noqa: E402
+from sims.markov.plotting import training_figure  # noqa: E402
+
+FIGURE = FigureSpec(
+    name="markov_fig8_9",
+    title="Reversed importance order: attention maps, loss and KL (full model)",
+    paper_ref="seed004 Figures 8-9, App. C.4",
+    result_file="markov/fig8_9_reversed.nc",
+    producer="MARKOV_SCALE=paper python -m figures.fig_markov_8_9 --recompute  (GPU)",
+)
+
+
+def compute(scale: str):
+    """Train the full model on the reversed-order chain."""
+    from sims.markov.chain import ChainConfig
+    from sims.markov.train import train
+
+    d, T = X._sizes(scale)
+    return train(X.full_exp(scale, chain=ChainConfig.reversed_order(d=d, T=T))).ds
+
+
+def plot(ds, out: Path, scale: str) -> list[Path]:
+    """One figure (maps, KL, losses, group masses)."""
+    return [training_figure(ds, out / "markov_fig8_9.png", f"Figs. 8-9 reversed order ({scale})")]
+
+
+def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
+    """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
+    scale = X.scale_from_env(quick)
+    rel = FIGURE.result_file if scale == "cpu" else FIGURE.result_file.replace(
+        "markov/", f"markov/{scale}/")
+    ds = X.run_or_load(Path(results_dir) / rel, lambda: compute(scale), recompute=recompute,
+                       config={"figure": FIGURE.name, "scale": scale}, seed=0)
+    return plot(ds, Path(out_dir), scale)
+
+
+def main(argv=None) -> int:
+    """Command line: ``python -m figures.<module> [--quick] [--recompute]``."""
+    return figure_main(make, FIGURE, argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
