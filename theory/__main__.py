@@ -16,14 +16,15 @@ from .report import ERROR, format_table, run_claims, write_report
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m theory",
-        description="Re-derive the main paper's lemmas and theorems with SymPy and report, claim by "
+        description="Re-derive the main paper's lemmas and theorems with SymPy and report, "
+                    "claim by "
         "claim: verified / verified under an approximation / refuted / not checkable.",
     )
     p.add_argument("--claim", action="append", metavar="NAME",
                    help="run only this claim (repeatable); see --list")  # fmt: skip
     p.add_argument("--list", action="store_true", help="list the registered claims and exit")
     p.add_argument("--out", default="results/theory", metavar="DIR",
-                   help="folder for report.md and report.json (default: results/theory)")  # fmt: skip
+                   help="folder for report.md and report.json (default: results/theory)")
     p.add_argument("--no-write", action="store_true", help="print the table only")
     return p
 

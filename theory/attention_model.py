@@ -112,7 +112,7 @@ def attn_s_prediction_from_matrices(d: int, N: int, H: int) -> tuple[sp.Expr, di
     heads = make_heads(d, H)
     out = sp.Matrix(X)
     for i, h in enumerate(heads, 1):
-        star = sp.Matrix(d, d + 1, lambda a, b: sp.Symbol(f"starV{i}_{a}{b}", real=True))
+        star = sp.Matrix(d, d + 1, lambda a, b, i=i: sp.Symbol(f"starV{i}_{a}{b}", real=True))
         WV = sp.Matrix.vstack(star, sp.Matrix([[*([0] * d), h.v]]))
         WK = sp.Matrix([[*list(h.k), 0]])
         WQ = sp.Matrix([[*list(h.q), sp.Symbol(f"starQ{i}", real=True)]])
@@ -263,7 +263,7 @@ _N = sp.Symbol("N", positive=True)
 
 @functools.lru_cache(maxsize=1)
 def _generic_setup():
-    """d = 2, general symmetric Σ, H = 2 generic heads (k ≠ q), closed-form loss."""
+    """D = 2, general symmetric Σ, H = 2 generic heads (k ≠ q), closed-form loss."""
     Sigma = symmetric_matrix(2, "s")
     heads = make_heads(2, 2)
     E2 = wishart_second_moment_closed_form(Sigma, _N)
@@ -295,7 +295,7 @@ def check_lemma_3_1() -> CheckResult:
                        "d = 2, N = 2, H = 2, symbolic data and weights; '*' entries free symbols",
                        "symbolic",
                        "the entries marked * and the residual X drop out; β = Σ̂ w; "
-                       f"vec must be column-wise (row-wise vec fails: holds={r_row.holds})")  # fmt: skip
+                       f"vec must be column-wise (row-wise vec fails: holds={r_row.holds})")
 
 
 @claim(
@@ -327,7 +327,7 @@ def check_a1_zero_blocks() -> CheckResult:
     flip = {s: -s for s in w}
     r = is_zero(sp.Matrix([sp.expand(g + g.subs(flip, simultaneous=True)) for g in grads]))
     return CheckResult(r.holds, r.residual, "d = 2, N = 2; x_n, x_q, w symmetric in law",
-                       r.method, "integrand of ∂L/∂κ and ∂L/∂v_vec is odd in w -> expectation 0")  # fmt: skip
+                       r.method, "integrand of ∂L/∂κ and ∂L/∂v_vec is odd in w -> expectation 0")
 
 
 @claim(
@@ -349,10 +349,10 @@ def check_attn_m_two_layer() -> CheckResult:
     w2, rows = [], []
     for i in range(1, H + 1):
         v = sp.Symbol(f"v{i}", real=True)
-        U = sp.Matrix(d, d, lambda a, b: sp.Symbol(f"U{i}_{a}{b}", real=True))
-        star = sp.Matrix(d, d + 1, lambda a, b: sp.Symbol(f"sv{i}_{a}{b}", real=True))
+        U = sp.Matrix(d, d, lambda a, b, i=i: sp.Symbol(f"U{i}_{a}{b}", real=True))
+        star = sp.Matrix(d, d + 1, lambda a, b, i=i: sp.Symbol(f"sv{i}_{a}{b}", real=True))
         WV = sp.Matrix.vstack(star, sp.Matrix([[*([0] * d), v]]))
-        col = sp.Matrix(d + 1, 1, lambda a, b: sp.Symbol(f"sk{i}_{a}", real=True))
+        col = sp.Matrix(d + 1, 1, lambda a, b, i=i: sp.Symbol(f"sk{i}_{a}", real=True))
         WKQ = sp.Matrix.hstack(sp.Matrix.vstack(U, sp.zeros(1, d)), col)
         out += WV * X * X.T * WKQ * X / N
         w2.append(v)
@@ -437,7 +437,7 @@ def check_gradients_corrected() -> CheckResult:
     return CheckResult(r.holds, r.residual, r.conditions, r.method,
                        "printed: ∇_q L = -2v(Σ² - Σ[Σ v k qᵀ]E[Σ̂²])k; corrected: "
                        "-2v(Σ² - Σ[Σ v q kᵀ]E[Σ̂²])k. Evidence: printed minus derived = "
-                       f"{printed.residual} ≠ 0 for generic k ≠ q; equal when k_i = q_i")  # fmt: skip
+                       f"{printed.residual} ≠ 0 for generic k ≠ q; equal when k_i = q_i")
 
 
 @functools.lru_cache(maxsize=1)

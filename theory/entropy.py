@@ -81,7 +81,7 @@ def learning_times(lams: Sequence, c, eps, rho, tau=1, flow: str = "eq9"):
     else:
         d = rho / mp.sqrt(3)
         t_sam = [tau / lam**2 * (1 / (eps - d) - 1 / (u - d)) for lam, u in zip(lams, us,
-                                                                                 strict=True)]  # fmt: skip
+                                                                                 strict=True)]
     return t_gd, t_sam
 
 
@@ -93,7 +93,8 @@ def entropy(times: Sequence) -> mp.mpf:
     """
     ts = [mp.mpf(t) for t in times]
     if not ts or min(ts) <= 0:
-        raise ValueError(f"`times` must be a non-empty sequence of positive numbers; got {times!r}.")
+        raise ValueError(f"`times` must be a non-empty sequence of positive numbers; got "
+                         f"{times!r}.")
     tot = mp.fsum(ts)
     return -mp.fsum((t / tot) * mp.log(t / tot) for t in ts)
 
@@ -105,7 +106,8 @@ def majorizes(x: Sequence, y: Sequence, tol: float = 1e-12) -> bool:
         ValueError: if the lengths differ or are zero.
     """
     if len(x) != len(y) or len(x) == 0:
-        raise ValueError(f"`x` and `y` must be non-empty and of equal length; got {len(x)}, {len(y)}.")
+        raise ValueError(f"`x` and `y` must be non-empty and of equal length; got {len(x)}, "
+                         f"{len(y)}.")
     xs = sorted((mp.mpf(a) for a in x), reverse=True)
     ys = sorted((mp.mpf(b) for b in y), reverse=True)
     if abs(mp.fsum(xs) - mp.fsum(ys)) > tol:
@@ -121,7 +123,8 @@ def majorizes(x: Sequence, y: Sequence, tol: float = 1e-12) -> bool:
 def renormalized_reweighting(A: Sequence, w: Sequence) -> list:
     """Lemma C.2: ``B_i = A_i w_i / Σ_j A_j w_j``."""
     if len(A) != len(w) or not A:
-        raise ValueError(f"`A` and `w` must be non-empty and of equal length; got {len(A)}, {len(w)}.")
+        raise ValueError(f"`A` and `w` must be non-empty and of equal length; got {len(A)}, "
+                         f"{len(w)}.")
     tot = mp.fsum(mp.mpf(a) * mp.mpf(b) for a, b in zip(A, w, strict=True))
     return [mp.mpf(a) * mp.mpf(b) / tot for a, b in zip(A, w, strict=True)]
 
@@ -161,7 +164,7 @@ def check_lemma_c2(n_trials: int = 400, seed: int = 0, weight_order: str = "nond
             worst = max(worst, pb - pa)
     return CheckResult(fails == 0 and used > 0, float(worst),
                        f"{used} random instances (n = 2..8, seed {seed}) meeting the hypotheses",
-                       "numeric", f"{fails} violations; max(Σ_k B − Σ_k A) = {mp.nstr(worst, 3)}")  # fmt: skip
+                       "numeric", f"{fails} violations; max(Σ_k B − Σ_k A) = {mp.nstr(worst, 3)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,7 +175,8 @@ def check_lemma_c2(n_trials: int = 400, seed: int = 0, weight_order: str = "nond
 @claim(
     "thm44_I1_I2_closed_forms",
     "main, Thm 4.4 / App. C.4 (I₁, I₂, eq. 23)",
-    "I₁(u) = 1/ε − 1/u, I₂(u) = (1/ρ̂)ln(ε(u−ρ̂)/(u(ε−ρ̂))); t_i = (τ/λ_i²)I(u_i) = τ(u_i/c)⁶I(u_i).",
+    "I₁(u) = 1/ε − 1/u, I₂(u) = (1/ρ̂)ln(ε(u−ρ̂)/(u(ε−ρ̂))); t_i = (τ/λ_i²)I(u_i) = "
+    "τ(u_i/c)⁶I(u_i).",
 )
 def check_closed_forms() -> CheckResult:
     """Differentiate the closed forms, check I(ε) = 0, eq. (23), and one mpmath quadrature."""
@@ -188,7 +192,7 @@ def check_closed_forms() -> CheckResult:
     rs = [r1, r2, r3, r4]
     ok = all(r.holds for r in rs) and r5
     return CheckResult(ok, next((r.residual for r in rs if not r.holds), 0),
-                       "u > ε > ρ̂ > 0", "symbolic", f"quadrature check (ε=0.3, ρ̂=0.1, u=2): {r5}")  # fmt: skip
+                       "u > ε > ρ̂ > 0", "symbolic", f"quadrature check (ε=0.3, ρ̂=0.1, u=2): {r5}")
 
 
 @claim(
@@ -197,7 +201,7 @@ def check_closed_forms() -> CheckResult:
     "t_i^GD and t_i^SAM are strictly increasing in u_i (for u > ε > ρ̂).",
 )
 def check_step1() -> CheckResult:
-    """d/du[u⁶I(u)] = 6u⁵I + u⁶I' with I > 0, I' > 0, proved by substitution u = ε + x, ε = ρ̂ + y."""
+    """d/du[u⁶I(u)] = 6u⁵I + u⁶I' with I, I' > 0; proved by substituting u = ε + x, ε = ρ̂ + y."""
     x, y = sp.symbols("x y", positive=True)
     sub = {_u: _rh + y + x, _eps: _rh + y}
     d1 = sp.diff(I1(_u, _eps), _u).subs(sub)
@@ -266,7 +270,7 @@ def check_lemma_c2_claim() -> CheckResult:
     ok = r.holds and rn.holds
     return CheckResult(ok, rn.residual, rn.conditions + "; proof identities for n = 4",
                        "symbolic+numeric",
-                       f"{rn.detail}; control with decreasing w violates it: {not control.holds}")  # fmt: skip
+                       f"{rn.detail}; control with decreasing w violates it: {not control.holds}")
 
 
 @claim(
@@ -349,7 +353,7 @@ def check_theorem_44() -> CheckResult:
     return CheckResult(ok, float(worst), "300 random (λ, c, ε_i, ρ), λ ∈ (0.05, 3) distinct, "
                        "ρ̂ < min ε_i", "numeric",
                        f"min entropy gap SAM − GD = {mp.nstr(worst, 4)}; with the exact small-v "
-                       f"ansatz SAM flow λ²(v − ρ/√3)² the min gap is {mp.nstr(worst_exact, 4)}")  # fmt: skip
+                       f"ansatz SAM flow λ²(v − ρ/√3)² the min gap is {mp.nstr(worst_exact, 4)}")
 
 
 @claim(
@@ -371,7 +375,8 @@ def check_condition_role() -> CheckResult:
         tg, ts = learning_times(lams, c, eps, rho_)
         worst = min(worst, entropy(ts) - entropy(tg))
     ok = lim == sp.oo and worst > 0
-    return CheckResult(ok, float(worst), "150 random settings with min ε_i < ρ̂ < ε", "symbolic+numeric",
+    return CheckResult(ok, float(worst), "150 random settings with min ε_i < ρ̂ < "
+                                         "ε", "symbolic+numeric",
                        f"lim_(ε↓ρ̂) I₂ = {lim}; eq. (9) = {decay} < 0 for v < ρ̂. The proof only "
                        "uses ρ̂ < ε (entropy gap stays positive, min "
                        f"{mp.nstr(worst, 3)}, when min ε_i < ρ̂ < ε), but then a feature with "

@@ -120,8 +120,10 @@ class AnsatzModel:
 
     def ansatz(self, learned: Iterable[int], active: int | None = None,
                v_active: sp.Expr | None = None, symbolic_values: bool = False) -> dict:  # fmt: skip
-        """Eqs. (3)-(5): head ``j`` for ``j in learned`` at ``k=q=v_j e_j``, v_j of eq. (3); head
-        ``active`` at ``k = q = v_active e_active``; the rest zero (head i learns e_i).
+        """Eqs. (3)-(5): learned heads at eq. (3), one active head, the rest zero.
+
+        Head ``j`` for ``j in learned`` sits at ``k=q=v_j e_j`` with v_j of eq. (3); head
+        ``active`` at ``k = q = v_active e_active``; the rest are zero (head i learns e_i).
 
         With ``symbolic_values`` the learned values are the symbols ``u_j`` (use :meth:`reduce`).
         """
@@ -163,7 +165,7 @@ def saddle_loss(model: AnsatzModel, learned: Sequence[int]) -> sp.Expr:
 
 
 def saddle_loss_paper_form(lam: Sequence[sp.Expr], learned: Sequence[int], N: sp.Expr) -> sp.Expr:
-    """``L(M_S) = tr Σ - Σ_{j∈S} λ_j / (1 + (1 + tr Σ/λ_j)/N)`` (Zhang et al. 2025 saddle levels)."""
+    """``L(M_S) = tr Σ - Σ_{j∈S} λ_j / (1 + (1 + tr Σ/λ_j)/N)`` (Zhang et al. 2025 saddles)."""
     tr = sum(lam)
     return tr - sum(lam[j - 1] / (1 + (1 + tr / lam[j - 1]) / N) for j in learned)
 
@@ -198,7 +200,7 @@ def check_learned_value() -> CheckResult:
     "(1)-(3) are fixed points of the GD flow; the ansatz (3)-(5) satisfies (1)-(3).",
 )
 def check_attn_s_manifolds() -> CheckResult:
-    """d = 3, H = 3: all 8 subsets at the ansatz, plus off-ansatz points of the same manifolds."""
+    """D = 3, H = 3: all 8 subsets at the ansatz, plus off-ansatz points of the same manifolds."""
     m = ansatz_model(3, 3)
     checked = 0
     for size in range(4):

@@ -85,6 +85,8 @@ def check_implicit_solution(F, rhs, var=_s, var0=_s0) -> CheckResult:
     Args:
         F: candidate implicit solution (SymPy expression in ``var`` and ``var0``).
         rhs: right-hand side of ``τ dvar/dt = rhs``.
+        var: the unknown (default ``s``).
+        var0: its initial value symbol (default ``s0``).
     """
     if not isinstance(F, sp.Expr) or not isinstance(rhs, sp.Expr):
         raise TypeError("`F` and `rhs` must be SymPy expressions.")
@@ -206,7 +208,8 @@ def check_vec_gradient_corrected() -> CheckResult:
     p = check_vec_gradient_printed()
     return CheckResult(diff == sp.zeros(*diff.shape), 0, "H = 2, dim z = 2", "symbolic",
                        "printed '-vec(w₂w₂ᵀW₁E[zzᵀ])' / '-2(E[zzᵀ]⊗w₂w₂ᵀ)w₁' must be "
-                       f"'+2vec(...)' / '+2(...)w₁'; printed minus derived, first entry: {p.residual}")  # fmt: skip
+                       f"'+2vec(...)' / '+2(...)w₁'; printed minus derived, first entry: "
+                       f"{p.residual}")
 
 
 @claim(
@@ -230,7 +233,7 @@ def check_attn_m_manifolds() -> CheckResult:
     on = sp.expand(grads.subs(sub, simultaneous=True))
     ok = at0 == sp.zeros(*at0.shape) and on == sp.zeros(*on.shape)
     return CheckResult(ok, 0 if ok else on, "H = 2, dim z = 2; generic b, R (free symbols)",
-                       "symbolic", "M_* contains a whole affine family (free R) of fixed points")  # fmt: skip
+                       "symbolic", "M_* contains a whole affine family (free R) of fixed points")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,7 +284,7 @@ def check_z_moments() -> CheckResult:
     return CheckResult(ok, max(float(np.max(np.abs(mc - exact))), 0.0),
                        "symbolic: d = 2 general Σ; white case d = 3; MC: 200k draws, N = 4",
                        "symbolic+monte-carlo",
-                       f"MC of E[y_q z] within {zmax:.2f} s.e.; so γ = ‖E[y_q z]‖ = ‖Σ²‖_F")  # fmt: skip
+                       f"MC of E[y_q z] within {zmax:.2f} s.e.; so γ = ‖E[y_q z]‖ = ‖Σ²‖_F")
 
 
 @claim(
@@ -297,7 +300,7 @@ def check_gamma_statement() -> CheckResult:
     resid = sp.simplify(gamma - sp.sqrt((Sigma**2).trace()))
     val = resid.subs({lam[0]: 2, lam[1]: 1})
     return CheckResult(bool(resid == 0), val, "Σ = diag(λ₁, λ₂); numbers at Σ = diag(2, 1)",
-                       "symbolic", f"γ - ‖Σ‖_F = {resid}; equality iff Σλ⁴ = Σλ² (e.g. Σ = I)")  # fmt: skip
+                       "symbolic", f"γ - ‖Σ‖_F = {resid}; equality iff Σλ⁴ = Σλ² (e.g. Σ = I)")
 
 
 @claim(
@@ -317,7 +320,8 @@ def check_gamma_proof() -> CheckResult:
     "thm_b3_gamma_corrected",
     "main, Thm B.2/B.3 (γ)",
     "γ = ‖E[y_q z]‖₂ = ‖Σ²‖_F = (Σ_i λ_i⁴)^{1/2}; Thm B.3 reads t_GD = (τ/γ) ln√(s*/s₀), "
-    "Δt ≈ τρα(√s* − √s₀)/γ², which matches the printed ‖Σ‖_F only when ‖Σ²‖_F = ‖Σ‖_F (e.g. Σ = I).",
+    "Δt ≈ τρα(√s* − √s₀)/γ², which matches the printed ‖Σ‖_F only when ‖Σ²‖_F = ‖Σ‖_F (e.g. Σ "
+    "= I).",
     erratum=True,
 )
 def check_gamma_corrected() -> CheckResult:
@@ -484,7 +488,7 @@ def check_lemma_b5_printed() -> CheckResult:
     r0 = is_zero(u.subs(_t, 0) - u0, domain={u0: (0.01, 0.2)})
     return CheckResult(r.holds and r0.holds, r.residual if not r.holds else r0.residual,
                        "t small enough that the denominator stays positive", r.method,
-                       "the printed u(t) is u(0)² at t = 0: the square belongs to s(t)")  # fmt: skip
+                       "the printed u(t) is u(0)² at t = 0: the square belongs to s(t)")
 
 
 @claim(

@@ -158,7 +158,7 @@ def to_markdown(rows: Sequence[Row]) -> str:
     for r in errata:
         lines += [f"### {r.reference} — `{r.name}` ({r.verdict})", "",
                   f"- **Corrected statement:** {r.statement}",
-                  f"- **Evidence:** {r.detail}", f"- **Checked under:** {r.conditions}", ""]  # fmt: skip
+                  f"- **Evidence:** {r.detail}", f"- **Checked under:** {r.conditions}", ""]
     if refuted:
         lines += ["### Statements refuted as printed", ""]
         for r in refuted:
@@ -168,8 +168,9 @@ def to_markdown(rows: Sequence[Row]) -> str:
     crashed = [r for r in rows if r.verdict == ERROR]
     if crashed:
         lines += ["## Crashed checks", ""]
-        lines += [f"- `{r.name}`: {_md((r.error or '').strip().splitlines()[-1:][0] if r.error else '')}"
-                  for r in crashed]  # fmt: skip
+        for r in crashed:
+            last = (r.error or "").strip().splitlines()
+            lines.append(f"- `{r.name}`: {_md(last[-1] if last else '')}")
         lines.append("")
     lines += ["## Details", ""]
     for r in rows:

@@ -145,7 +145,7 @@ def check_truncation(full, truncated, var, kept_order: int) -> CheckResult:
     r = _zero(taylor - truncated)
     dropped = sorted(k for k in coeffs if k > kept_order)
     return CheckResult(r.holds, r.residual, f"Taylor polynomial in {var} up to order {kept_order}",
-                       r.method, f"first dropped order: {var}^{dropped[0] if dropped else None}")  # fmt: skip
+                       r.method, f"first dropped order: {var}^{dropped[0] if dropped else None}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,7 +175,8 @@ def check_gd_flow() -> CheckResult:
 @claim(
     "c2_grad_norm_as_printed",
     "main, App. C.2",
-    "‖∇_{w₁}L‖₂ = sqrt(‖∇_v L‖₂ + ‖∇_k L‖₂ + ‖∇_q L‖₂) = 2√3|λ₁²v₁² - λ₁a₁v₁⁵| (norms not squared).",
+    "‖∇_{w₁}L‖₂ = sqrt(‖∇_v L‖₂ + ‖∇_k L‖₂ + ‖∇_q L‖₂) = 2√3|λ₁²v₁² - λ₁a₁v₁⁵| (norms not "
+    "squared).",
 )
 def check_grad_norm_printed() -> CheckResult:
     """The printed middle expression (unsquared norms) against 2√3|g|."""
@@ -208,13 +209,14 @@ def check_grad_norm_corrected() -> CheckResult:
     return CheckResult(r.holds, r.residual, "d = 3, H = 2, any v > 0", r.method,
                        "printed sqrt(‖∇_v L‖₂ + ‖∇_k L‖₂ + ‖∇_q L‖₂) must read "
                        "sqrt(‖∇_v L‖₂² + ‖∇_k L‖₂² + ‖∇_q L‖₂²); printed form residual "
-                       f"{float(sp.N(printed.residual)):.3g} at a random point ({printed.detail})")  # fmt: skip
+                       f"{float(sp.N(printed.residual)):.3g} at a random point ({printed.detail})")
 
 
 @claim(
     "c2_hessian_direction_and_Q",
     "main, App. C.2 (H·[1, e₁, e₁] and Q)",
-    "H₁[1, e₁, e₁] = (10λ₁a₁v₁⁴ - 4λ₁²v₁)[1, e₁, e₁], hence Q = (ρ/√3)(5λ₁a₁v₁⁴ - 2λ₁²v₁)[1, e₁, e₁] "
+    "H₁[1, e₁, e₁] = (10λ₁a₁v₁⁴ - 4λ₁²v₁)[1, e₁, e₁], hence Q = (ρ/√3)(5λ₁a₁v₁⁴ - 2λ₁²v₁)[1, "
+    "e₁, e₁] "
     "for g > 0.",
 )
 def check_hessian_direction() -> CheckResult:
@@ -254,7 +256,7 @@ def check_sam_flow_full() -> CheckResult:
     approximation=True,
 )
 def check_small_v() -> CheckResult:
-    """Eq. (9) = Taylor polynomial of the full SAM flow to O(v²) (next term O(v⁴)); (10) to O(v⁴)."""
+    """Eq. (9) = Taylor polynomial of the full SAM flow to O(v²) (next O(v⁴)); (10) to O(v⁴)."""
     lam, a, v, rho = sp.symbols("lam a v rho", positive=True)
     r_sam = check_truncation(sam_flow_full(lam, a, v, rho), sam_flow_eq9(lam, v, rho), v, 3)
     r_gd = check_truncation(gd_flow_full(lam, a, v), gd_flow_eq10(lam, v), v, 4)
@@ -319,9 +321,11 @@ def check_exact_sam_ansatz() -> CheckResult:
     ok = r1.holds and r2.holds
     return CheckResult(ok, r1.residual if not r1.holds else r2.residual,
                        "d = 3, H = 2, g(v) > 0", "symbolic",
-                       f"O(ρ²) term at v -> 0: {lead_rho2}·ρ² (= λ²ρ²/3). Eq. (9) drops it, but it is "
-                       "comparable to the kept -2ρλ²v/√3 when v = O(ρ) (ratio ρ/(2√3 v)): the exact "
-                       "small-v flow λ²(v - ρ/√3)² ≥ 0 has no decay region below 2ρ/√3")  # fmt: skip
+                       f"O(ρ²) term at v -> 0: {lead_rho2}·ρ² (= λ²ρ²/3). Eq. (9) drops it, "
+                       f"but it is "
+                       "comparable to the kept -2ρλ²v/√3 when v = O(ρ) (ratio ρ/(2√3 v)): the "
+                       "exact "
+                       "small-v flow λ²(v - ρ/√3)² ≥ 0 has no decay region below 2ρ/√3")
 
 
 @claim(
@@ -331,7 +335,7 @@ def check_exact_sam_ansatz() -> CheckResult:
     "correction Q is the C.2 one with index m+1 (λ_{m+1}, a_{m+1}).",
 )
 def check_later_feature() -> CheckResult:
-    """d = 3, H = 3, head 1 learned (exact modulo eq. 3), head 2 active, head 3 zero."""
+    """D = 3, H = 3, head 1 learned (exact modulo eq. 3), head 2 active, head 3 zero."""
     m = ansatz_model(3, 3)
     v = sp.Symbol("v", positive=True)
     sub = m.ansatz([1], active=2, v_active=v, symbolic_values=True)
@@ -387,8 +391,9 @@ def check_global_vs_layerwise() -> CheckResult:
                        "it maps e₂ to 0")  # fmt: skip
 
 
-def _lemma41_setup(rho=mp.mpf(1) / 20):
+def _lemma41_setup(rho=None):
     """Numeric ATTN_S (d = 2, H = 1, λ = (1, 1/2), N = 10) on the ansatz ray, in mpmath."""
+    rho = mp.mpf(1) / 20 if rho is None else rho
     m = ansatz_model(2, 1)
     vals = {m.lam[0]: sp.Integer(1), m.lam[1]: sp.Rational(1, 2), m.N: 10}
     grad = m.grad.subs(vals)
@@ -420,7 +425,7 @@ def _smin(A) -> mp.mpf:
     "If σ_min(I − P) > 0 during the flow, GD and first-order SAM share the same fixed points.",
 )
 def check_lemma41_printed() -> CheckResult:
-    """Counterexample on the ansatz ray: a SAM fixed point v* ≈ 2ρ/√3 where ∇L ≠ 0, I − P regular."""
+    """Counterexample on the ansatz ray: SAM fixed point v* ≈ 2ρ/√3 with ∇L ≠ 0, I − P regular."""
     mp.mp.dps = 40
     rho = mp.mpf(1) / 20
     f_sam, at = _lemma41_setup(rho)
@@ -435,8 +440,9 @@ def check_lemma41_printed() -> CheckResult:
                        "numeric",
                        f"at v* = {mp.nstr(vstar, 8)} (2ρ/√3 = {mp.nstr(2 * rho / mp.sqrt(3), 8)}): "
                        f"‖(I+P)∇L‖ = {mp.nstr(mp.norm(flow), 3)}, ‖∇L‖ = {mp.nstr(mp.norm(g), 5)}, "
-                       f"σ_min(I−P) = {mp.nstr(s_minus, 5)} > 0, σ_min(I+P) = {mp.nstr(s_plus, 3)}: "
-                       "a SAM fixed point that GD does not have although I − P is regular")  # fmt: skip
+                       f"σ_min(I−P) = {mp.nstr(s_minus, 5)} > 0, σ_min(I+P) = "
+                       f"{mp.nstr(s_plus, 3)}: "
+                       "a SAM fixed point that GD does not have although I − P is regular")
 
 
 @claim(

@@ -79,7 +79,10 @@ def gaussian_fourth_moment(Sigma: sp.Matrix, a: int, b: int, c: int, e: int) -> 
 
     Args:
         Sigma: symmetric covariance (SymPy Matrix).
-        a, b, c, e: 0-based coordinate indices.
+        a: first 0-based coordinate index.
+        b: second index.
+        c: third index.
+        e: fourth index.
     """
     Sigma = _check_cov(Sigma)
     d = Sigma.shape[0]
@@ -122,7 +125,7 @@ def wishart_second_moment(Sigma: sp.Matrix, N: sp.Expr) -> sp.Matrix:
 
 
 def wishart_second_moment_closed_form(Sigma: sp.Matrix, N: sp.Expr) -> sp.Matrix:
-    """The paper's closed form ``Σ² + (Σ + tr(Σ) I) Σ / N`` (main, App. C.1; Zhang et al. Eq. 30)."""
+    """Closed form ``Σ² + (Σ + tr(Σ) I) Σ / N`` (main, App. C.1; Zhang et al. 2025 Eq. 30)."""
     Sigma = _check_cov(Sigma)
     d = Sigma.shape[0]
     return Sigma**2 + (Sigma + Sigma.trace() * sp.eye(d)) * Sigma / sp.sympify(N)
