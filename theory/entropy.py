@@ -382,3 +382,33 @@ def check_condition_role() -> CheckResult:
                        f"{mp.nstr(worst, 3)}, when min ε_i < ρ̂ < ε), but then a feature with "
                        "ε_i < ρ̂ decays under (9) and is never learned: the per-i condition is the "
                        "meaningful one (it implies ρ̂ < ε); not an erratum")  # fmt: skip
+
+
+@claim(
+    "thm44_step3_assembly",
+    "main, App. C.4 Step 3",
+    "With A = reversed normalized GD times (non-increasing), w = reversed t^SAM/t^GD "
+    "(non-decreasing) and B = reversed normalized SAM times (non-increasing), Lemma C.2 applies "
+    "and A ≻ B.",
+)
+def check_step3() -> CheckResult:
+    """On 300 random settings: the three orderings hold, B = A∘w renormalized, and A ≻ B."""
+    mp.mp.dps = 30
+    bad = 0
+    worst = mp.mpf(0)
+    for lams, c, eps, rho in _random_instances(300, seed=8):
+        tg, ts = learning_times(lams, c, eps, rho)
+        A = [t / mp.fsum(tg) for t in tg][::-1]
+        B = [t / mp.fsum(ts) for t in ts][::-1]
+        w = [s / g for s, g in zip(ts, tg, strict=True)][::-1]
+        Bw = renormalized_reweighting(A, w)
+        ok = (all(A[i] >= A[i + 1] for i in range(len(A) - 1))
+              and all(B[i] >= B[i + 1] for i in range(len(B) - 1))
+              and all(w[i] <= w[i + 1] for i in range(len(w) - 1))
+              and majorizes(A, B))  # fmt: skip
+        worst = max(worst, max(abs(x - y) for x, y in zip(B, Bw, strict=True)))
+        bad += not ok
+    return CheckResult(bad == 0 and worst < mp.mpf("1e-25"), float(worst),
+                       "300 random (λ, c, ε_i, ρ), ρ̂ < min ε_i", "numeric",
+                       f"{bad} settings violate an ordering or A ≻ B; max |B − renorm(A·w)| = "
+                       f"{mp.nstr(worst, 3)}")  # fmt: skip

@@ -71,6 +71,7 @@ EXPECTED = {
     "lemma_c4_entropy_schur_concave": V,
     "thm44_sam_higher_entropy": V,
     "thm44_condition_role": V,
+    "thm44_step3_assembly": V,
 }
 
 MAIN_MODULES = {"wishart", "attention_model", "fixed_points", "sam_flow", "merged_kq", "entropy"}
