@@ -191,9 +191,11 @@ def token_forward(params, xmat, *, n_context: int, scale: float = 1.0, star_seed
     return xmat + (scale / n_context) * out
 
 
-def token_loss(params, xmat, yq, *, n_context: int, scale: float = 1.0, weights=None):
+def token_loss(
+    params, xmat, yq, *, n_context: int, scale: float = 1.0, weights=None, star_seed: int = 0
+):
     """Mean squared query error ``E[(y_q - ŷ_q)²]`` from the token-level forward pass."""
-    out = token_forward(params, xmat, n_context=n_context, scale=scale)
+    out = token_forward(params, xmat, n_context=n_context, scale=scale, star_seed=star_seed)
     d = xmat.shape[1] - 1
     err = (yq - out[:, d, -1]) ** 2
     if weights is None:

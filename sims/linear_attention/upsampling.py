@@ -63,13 +63,16 @@ class UpsampleResult:
     losses: np.ndarray
 
 
-def checkpoint_losses(merged_matrices, data: ICLData, *, scale: float = 1.0) -> np.ndarray:
+def checkpoint_losses(
+    merged_matrices, data: ICLData, *, scale: float = 1.0, features=None
+) -> np.ndarray:
     """Per-example losses ``(y_p - s β_pᵀ M_k x_{q,p})²`` for checkpoint matrices ``M_k``.
 
     Args:
         merged_matrices: ``(K, d, d)`` merged matrices of the proxy at its checkpoints.
         data: the training set.
         scale: output scale ``s``.
+        features: precomputed ``data.features()`` (optional, saves recomputing ``z``).
 
     Returns:
         ``(P, K)`` losses.
@@ -145,9 +148,10 @@ def hard_cluster_spectrum(data: ICLData, mask) -> dict[str, np.ndarray]:
 @functools.partial(jax.jit, static_argnames=("k", "n_init", "max_iter"))
 def _kmeans_jax(x, key, *, k: int, n_init: int, max_iter: int):
     """Lloyd's k-means with k-means++ seeding on ``x (P, F)``; best of ``n_init`` by inertia."""
+    xsq = jnp.sum(x * x, axis=1)  # (P,)
 
     def sqdist(c):
-        return jnp.sum((x[:, None, :] - c[None, :, :]) ** 2, axis=-1)  # (P, k)
+        return jnp.maximum(xsq[:, None] - 2.0 * x @ c.T + jnp.sum(c * c, axis=1)[None, :], 0.0)
 
     tol = 1e-4 * jnp.mean(jnp.var(x, axis=0))  # sklearn's convergence tolerance
 
@@ -156,7 +160,7 @@ def _kmeans_jax(x, key, *, k: int, n_init: int, max_iter: int):
         centers = x[jax.random.randint(keys[0], (), 0, x.shape[0])][None]  # (1, F)
         for j in range(1, k):  # k-means++ seeding
             d2 = jnp.min(sqdist(centers), axis=1)
-            idx = jax.random.categorical(keys[j], jnp.log(jnp.maximum(d2, 1e-300)))
+            idx = jax.random.categorical(keys[j], jnp.log(jnp.maximum(d2, 1e-300)))  # ∝ d²
             centers = jnp.concatenate([centers, x[idx][None]], axis=0)
 
         def body(state):
