@@ -17,7 +17,7 @@ def test_help_and_usage_errors(capsys):
 
 def test_tiny_run_saves_netcdf(tmp_path, capsys):
     out = tmp_path / "r.nc"
-    rc = main(["--optimizer", "sam", "--runs", "2", "--steps", "60", "--P", "200", "--d", "2",
-               "--heads", "2", "--proxy-steps", "30", "--no-progress", "--out", str(out)])  # fmt: skip
+    args = "--optimizer sam --runs 2 --steps 60 --P 200 --d 2 --heads 2 --proxy-steps 30"
+    rc = main([*args.split(), "--no-progress", "--out", str(out)])
     assert rc == 0 and out.exists()
     assert '"median_test_loss"' in capsys.readouterr().out
