@@ -574,3 +574,34 @@ def check_delta_t_series() -> CheckResult:
     ok = c0 == 0 and c1 == 0 and c2 != 0
     return CheckResult(ok, c1, "series in ρ at fixed s*, s₀, γ, α", "symbolic",
                        f"O(ρ²) coefficient: {sp.factor(c2)} (relative size ~ ρα√s*/γ)")  # fmt: skip
+
+
+@claim(
+    "thm_b2_equilibria",
+    "main, Thm B.2 (equilibria of the SAM ODE)",
+    "τṡ = 2s(γ − αs) + 2 sign(γ − αs) ραs^{3/2} has an unstable equilibrium at s = 0 and a stable "
+    "one at s = γ/α (with sign(0) = 0).",
+)
+def check_b2_equilibria() -> CheckResult:
+    """Signs around γ/α; the smooth ODE (without sign) would instead stop at √s = r₊ > √(γ/α)."""
+    eps = sp.Symbol("eta", positive=True)
+    sgn_rhs = lambda s: 2 * s * (_g - _a * s) + 2 * sp.sign(_g - _a * s) * _r * _a * s ** sp.Rational(3, 2)  # noqa: E501, E731
+    below = sp.simplify(sgn_rhs(_g / _a - eps).subs(eps, _g / (10 * _a)))
+    above_expr = sgn_rhs(_g / _a + eps)
+    above = sp.simplify(above_expr)
+    at = sp.simplify(sgn_rhs(_g / _a))
+    Delta = sp.sqrt(_r**2 + 4 * _g / _a)
+    rp = (_r + Delta) / 2
+    smooth_at_rp = sp.simplify(sam_ode_rhs(rp**2, _g, _a, _r))
+    gap = sp.simplify(rp**2 - _g / _a)  # = ρ r₊ > 0
+    # finite time to reach γ/α from s₀ < γ/α: F(γ/α) is finite
+    F_end = implicit_time_b2(_g / _a, _s0, _g, _a, _r)
+    fin = F_end.subs({_g: 1, _a: 2, _r: sp.Rational(1, 10), _s0: sp.Rational(1, 100)})
+    ok = (at == 0 and below.is_positive and above.is_negative and smooth_at_rp == 0
+          and gap.is_positive and sp.N(fin).is_finite)  # fmt: skip
+    return CheckResult(bool(ok), 0 if ok else [at, below, above],
+                       "γ, α, ρ > 0; η > 0 (η = γ/(10α) below)", "symbolic",
+                       f"rhs(γ/α − γ/(10α)) = {below} > 0, rhs(γ/α + η) < 0: {above.is_negative}; "
+                       f"the smooth ODE vanishes at s = r₊² = γ/α + {sp.factor(gap)} instead; "
+                       f"γ/α is reached in finite time (t/τ = {sp.N(fin, 4)} for γ=1, α=2, ρ=0.1, "
+                       "s₀=0.01), so it is a Filippov-type (non-smooth) attracting point")  # fmt: skip

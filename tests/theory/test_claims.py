@@ -63,6 +63,7 @@ EXPECTED = {
     "thm_b3_small_s_odes": A,
     "thm_b3_escape_times": V,
     "thm_b3_delta_t_series": A,
+    "thm_b2_equilibria": V,
     # entropy
     "thm44_I1_I2_closed_forms": V,
     "thm44_step1_monotone": V,
