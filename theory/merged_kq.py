@@ -604,4 +604,4 @@ def check_b2_equilibria() -> CheckResult:
                        f"rhs(γ/α − γ/(10α)) = {below} > 0, rhs(γ/α + η) < 0: {above.is_negative}; "
                        f"the smooth ODE vanishes at s = r₊² = γ/α + {sp.factor(gap)} instead; "
                        f"γ/α is reached in finite time (t/τ = {sp.N(fin, 4)} for γ=1, α=2, ρ=0.1, "
-                       "s₀=0.01), so it is a Filippov-type (non-smooth) attracting point")  # fmt: skip
+                       "s₀=0.01), so it is a Filippov-type (non-smooth) attracting point")
