@@ -230,11 +230,16 @@ def check_hessian_direction() -> CheckResult:
     g = gd_flow_full(lam, a, v)
     Q = rho / (2 * SQRT3 * g) * m.hvp(sub, g * d1)
     r2 = _zero(sp.together(Q - rho / SQRT3 * (5 * lam * a * v**4 - 2 * lam**2 * v) * d1))
-    ok = r1.holds and r2.holds
+    # Cross-head blocks ∂²L/∂θ₂∂θ₁ between the zero head and the active head vanish entirely.
+    gen = m.grad_at({p: p for p in m.params})
+    cross = sp.expand(gen[m.head_slice(2), 0].jacobian(m.params[m.head_slice(1)]).subs(sub))
+    r3 = cross == sp.zeros(*cross.shape)
+    ok = r1.holds and r2.holds and r3
     return CheckResult(ok, r1.residual if not r1.holds else r2.residual,
                        "d = 3, H = 2 (global Hessian incl. the inactive head), g > 0", "symbolic"
                        if r1.method == r2.method == "symbolic" else "numeric",
-                       "components on the inactive head are 0")  # fmt: skip
+                       "components on the inactive head are 0; the 7x7 cross-head Hessian block "
+                       f"(zero head x active head) vanishes: {r3}")  # fmt: skip
 
 
 @claim(
