@@ -55,11 +55,22 @@ def plot(ds, path: Path) -> Path:
     for a in range(h):
         for p in range(min(h, ls.shape[2])):
             if ls[:, a, p].max() > 1e-3:
-                axes[2].plot(t, ls[:, a, p], color=HEAD_COLORS[owner[a] % 5],
-                             ls="-" if a == p else ":", label=f"(feature {a + 1}, pos {p + 1})")
+                axes[2].plot(
+                    t,
+                    ls[:, a, p],
+                    color=HEAD_COLORS[owner[a] % 5],
+                    ls="-" if a == p else ":",
+                    label=f"(feature {a + 1}, pos {p + 1})",
+                )
     axes[2].plot(t, ds.loss.values[1:], "k", lw=2, label="total")
-    axes[2].set(xscale="log", yscale="log", xlabel="time", ylabel="loss part",
-                ylim=(1e-4, None), title=f"stage times {np.round(st, 1).tolist()}")
+    axes[2].set(
+        xscale="log",
+        yscale="log",
+        xlabel="time",
+        ylabel="loss part",
+        ylim=(1e-4, None),
+        title=f"stage times {np.round(st, 1).tolist()}",
+    )
     axes[2].legend(fontsize=6, ncol=2)
     for ax in axes:
         mark_stages(ax, st)
@@ -73,8 +84,13 @@ def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) 
     """Compute (if needed) and render Figure 10."""
     scale = scale_from_env(quick)
     name = FIGURE.result_file if scale != "quick" else "markov/quick/fig10_ode.nc"
-    ds = run_or_load(Path(results_dir) / name, lambda: compute(scale), recompute=recompute,
-                     config=dict(flow_config(scale).__dict__), seed=0)
+    ds = run_or_load(
+        Path(results_dir) / name,
+        lambda: compute(scale),
+        recompute=recompute,
+        config=dict(flow_config(scale).__dict__),
+        seed=0,
+    )
     return [plot(ds, Path(out_dir) / "markov_fig10.png")]
 
 

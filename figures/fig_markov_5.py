@@ -63,8 +63,12 @@ def plot(ds, out: Path, scale: str) -> list[Path]:
         for j, ls in zip(range(r.sizes["reference"]), ["-", "--", ":"], strict=False):
             axes[1].plot(r.step, r.kl_reference[:, j], color=col, ls=ls)
     axes[0].set(xlabel="step", ylabel="excess (validation) loss", yscale="log")
-    axes[1].set(xlabel="step", ylabel="KL(restricted-context || model)", yscale="log",
-                title="context: one group -, two --, all :")
+    axes[1].set(
+        xlabel="step",
+        ylabel="KL(restricted-context || model)",
+        yscale="log",
+        title="context: one group -, two --, all :",
+    )
     axes[0].legend(fontsize=7)
     fig.suptitle(f"Fig. 5 ({scale})")
     path = out / "markov_fig5.png"
@@ -77,10 +81,18 @@ def plot(ds, out: Path, scale: str) -> list[Path]:
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
     scale = X.scale_from_env(quick)
-    rel = FIGURE.result_file if scale == "cpu" else FIGURE.result_file.replace(
-        "markov/", f"markov/{scale}/")
-    ds = X.run_or_load(Path(results_dir) / rel, lambda: compute(scale), recompute=recompute,
-                       config={"figure": FIGURE.name, "scale": scale}, seed=0)
+    rel = (
+        FIGURE.result_file
+        if scale == "cpu"
+        else FIGURE.result_file.replace("markov/", f"markov/{scale}/")
+    )
+    ds = X.run_or_load(
+        Path(results_dir) / rel,
+        lambda: compute(scale),
+        recompute=recompute,
+        config={"figure": FIGURE.name, "scale": scale},
+        seed=0,
+    )
     return plot(ds, Path(out_dir), scale)
 
 

@@ -42,10 +42,18 @@ def plot(ds, out: Path, scale: str) -> list[Path]:
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
     scale = X.scale_from_env(quick)
-    rel = FIGURE.result_file if scale == "cpu" else FIGURE.result_file.replace(
-        "markov/", f"markov/{scale}/")
-    ds = X.run_or_load(Path(results_dir) / rel, lambda: compute(scale), recompute=recompute,
-                       config={"figure": FIGURE.name, "scale": scale}, seed=0)
+    rel = (
+        FIGURE.result_file
+        if scale == "cpu"
+        else FIGURE.result_file.replace("markov/", f"markov/{scale}/")
+    )
+    ds = X.run_or_load(
+        Path(results_dir) / rel,
+        lambda: compute(scale),
+        recompute=recompute,
+        config={"figure": FIGURE.name, "scale": scale},
+        seed=0,
+    )
     return plot(ds, Path(out_dir), scale)
 
 

@@ -128,14 +128,19 @@ def check_prop1_loss() -> CheckResult:
     m = sp.symbols("m0:2", positive=True)
     res = is_zero(sp.expand(population_loss(V, s, Vs, m, ss, d, T) - tensor_loss(V, s, Vs, m, ss)),
                   simplify=False)  # fmt: skip
-    return CheckResult(res.holds, res.residual, "d=T=H=h=2; arbitrary V, s, V*, s*, m (noise "
-                       "term separate: E xi = 0)", "symbolic" if res.residual == 0 else res.method)
+    return CheckResult(
+        res.holds,
+        res.residual,
+        "d=T=H=h=2; arbitrary V, s, V*, s*, m (noise term separate: E xi = 0)",
+        "symbolic" if res.residual == 0 else res.method,
+    )
 
 
 @claim(
     "seed004_prop1_monte_carlo",
     f"{REF}, Proposition 1",
-    "Monte Carlo with Gaussian X and noise: the empirical loss matches 1/2||G-P||^2 + 1/2 E||xi||^2.",
+    "Monte Carlo with Gaussian X and noise: the empirical loss matches "
+    "1/2||G-P||^2 + 1/2 E||xi||^2.",
 )
 def check_prop1_monte_carlo(n: int = 200_000, seed: int = 0) -> CheckResult:
     """Sample ``X ~ N(0, I)``, ``xi ~ N(0, sigma^2 I)``; compare within 5 standard errors."""
@@ -204,10 +209,13 @@ def check_prop1_gradients() -> CheckResult:
     residuals = []
     for i in range(H):
         gV = sum((V[j] * (s[i].T * s[j])[0] for j in range(H)), sp.zeros(d, d)) - sum(
-            (m[j] * (s[i].T * ss[j])[0] * Vs[j] for j in range(h)), sp.zeros(d, d))
+            (m[j] * (s[i].T * ss[j])[0] * Vs[j] for j in range(h)), sp.zeros(d, d)
+        )
         Pi = sp.diag(*s[i]) - s[i] * s[i].T
-        gq = Pi * (sum((_fro(V[i], V[j]) * s[j] for j in range(H)), sp.zeros(T, 1))
-                   - sum((m[j] * _fro(V[i], Vs[j]) * ss[j] for j in range(h)), sp.zeros(T, 1)))
+        gq = Pi * (
+            sum((_fro(V[i], V[j]) * s[j] for j in range(H)), sp.zeros(T, 1))
+            - sum((m[j] * _fro(V[i], Vs[j]) * ss[j] for j in range(h)), sp.zeros(T, 1))
+        )
         residuals += [sp.diff(L, V[i][a]) - gV[a] for a in range(d * d)]
         residuals += [sp.diff(L, qs[i][p]) - gq[p] for p in range(T)]
     r = _numeric_zero(residuals)
@@ -245,8 +253,13 @@ def check_lemma1(n: int = 20_000, seed: int = 0) -> CheckResult:
         Pi_v = S * (Vv - (S * Vv).sum(1, keepdims=True))
         worst = min(worst, float((Pi_v[:, :1] - Pi_v).min()))
     holds = ident.holds and worst >= -1e-12
-    return CheckResult(holds, ident.residual, "s in simplex, argmax s = argmax v = 1", "symbolic",
-                       f"identity exact; min (Pi v)_1 - (Pi v)_j over {n} random cases = {worst:.3g}")  # noqa: E501
+    return CheckResult(
+        holds,
+        ident.residual,
+        "s in simplex, argmax s = argmax v = 1",
+        "symbolic",
+        f"identity exact; min (Pi v)_1 - (Pi v)_j over {n} random cases = {worst:.3g}",
+    )  # noqa: E501
 
 
 @claim(
@@ -274,7 +287,8 @@ def check_phi_nondecreasing() -> CheckResult:
     Pi_g = [s[p] * (grad_s[p] - sg) for p in range(2)]
     dq = Pi_g
     dphi = sum(sp.diff(phi, c[a]) * dc[a] for a in range(2)) + sum(
-        sp.diff(phi, q[p]) * dq[p] for p in range(2))
+        sp.diff(phi, q[p]) * dq[p] for p in range(2)
+    )
     claimed = sum(x**2 for x in dc) + sum(x**2 for x in Pi_g)
     r = _numeric_zero([dphi - claimed], n_points=6)
     from sims.markov.tensor_dynamics import FlowConfig, solve_symmetric
@@ -284,8 +298,13 @@ def check_phi_nondecreasing() -> CheckResult:
                                     s0=rng.dirichlet(np.ones(10)))  # fmt: skip
     worst = float(np.diff(phis).min())
     holds = r.holds and worst > -1e-8
-    return CheckResult(holds, r.residual, "h=T=2 symbolic; T=10 numeric trajectory", r.method,
-                       f"min phi increment along an integrated trajectory: {worst:.3g}")
+    return CheckResult(
+        holds,
+        r.residual,
+        "h=T=2 symbolic; T=10 numeric trajectory",
+        r.method,
+        f"min phi increment along an integrated trajectory: {worst:.3g}",
+    )
 
 
 @claim(

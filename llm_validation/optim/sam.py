@@ -1,13 +1,13 @@
-"""Sharpness-Aware Minimization (Foret et al., 2021) as a pure kernel plus a thin optimizer.
+r"""Sharpness-Aware Minimization (Foret et al., 2021) as a pure kernel plus a thin optimizer.
 
-The SAM step with radius :math:`\\rho` is
+The SAM step with radius :math:`\rho` is
 
 .. math::
 
-    \\epsilon = \\rho\\, \\frac{g}{\\lVert g \\rVert_2}, \\qquad
-    \\theta \\leftarrow \\mathrm{base\\_step}\\big(\\theta, \\nabla L(\\theta + \\epsilon)\\big),
+    \epsilon = \rho\, \frac{g}{\lVert g \rVert_2}, \qquad
+    \theta \leftarrow \mathrm{base\_step}\big(\theta, \nabla L(\theta + \epsilon)\big),
 
-with :math:`g = \\nabla L(\\theta)` and the norm taken over **all** parameters together (global
+with :math:`g = \nabla L(\theta)` and the norm taken over **all** parameters together (global
 norm). :func:`sam_perturbation` is the kernel (``grads`` -> ``eps``); :class:`SAM` wraps any
 ``torch.optim`` optimizer with ``first_step`` (climb to ``theta + eps``), ``second_step`` (return
 to ``theta`` and take the base step with the gradient found there) and a ``step(closure)``

@@ -116,8 +116,11 @@ def _train(a) -> int:
     if a.out is not None:
         from sims.io import provenance, write_netcdf
 
-        write_netcdf(a.out, res.ds, meta=provenance(exp.to_dict(), seed=exp.seed,
-                                                    status=res.status, device=str(a.device)))
+        write_netcdf(
+            a.out,
+            res.ds,
+            meta=provenance(exp.to_dict(), seed=exp.seed, status=res.status, device=str(a.device)),
+        )
         print(a.out)
     return 0
 

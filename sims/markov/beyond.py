@@ -68,7 +68,8 @@ def ode_uniformity(rhos=(0.0, 0.01, 0.05, 0.2), seeds=range(5), *, lr: float = 0
     )  # fmt: skip
 
 
-def minimal_uniformity(exp, *, sam_rho: float = 0.05, factor: int = 1, proxy_steps: int | None = None,
+def minimal_uniformity(exp, *, sam_rho: float = 0.05, factor: int = 1,
+                       proxy_steps: int | None = None,
                        seed: int = 0, progress: bool = False):  # fmt: skip
     """AdamW vs SAM vs upsampling (hard / random) on the minimal model; stage times + entropies.
 

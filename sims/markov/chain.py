@@ -1,11 +1,11 @@
-"""Order-``w`` Markov chains with sparse lag groups (seed 004, Eq. (1)-(3), Tables 1 and 4).
+r"""Order-``w`` Markov chains with sparse lag groups (seed 004, Eq. (1)-(3), Tables 1 and 4).
 
 The next token is drawn from
 
 .. math::
 
-    x_t \\sim \\mathrm{softmax}\\Big(\\sum_{k=1}^{h} A_k^* \\sum_{\\ell\\in I(k)} \\alpha_\\ell\\,
-    e_{x_{t-\\ell}}\\Big), \\qquad A_k^* = m_k O_k,\\ \\alpha_\\ell = 1/|I(k)|,
+    x_t \sim \mathrm{softmax}\Big(\sum_{k=1}^{h} A_k^* \sum_{\ell\in I(k)} \alpha_\ell\,
+    e_{x_{t-\ell}}\Big), \qquad A_k^* = m_k O_k,\ \alpha_\ell = 1/|I(k)|,
 
 with Haar-orthogonal ``O_k`` and 1-based lags ``ell`` (lag 1 = the preceding token; digest A1).
 The lag groups are an explicit list of ``(lags, scale)`` pairs, so the paper's default
@@ -74,7 +74,8 @@ class ChainConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.groups, (tuple, list)) or len(self.groups) == 0:
             raise ValueError(
-                f"`groups` must be a non-empty sequence of (lags, scale) pairs; got {self.groups!r}."
+                "`groups` must be a non-empty sequence of (lags, scale) pairs; "
+                f"got {self.groups!r}."
             )
         norm: list[tuple[tuple[int, ...], float]] = []
         seen: dict[int, int] = {}
@@ -326,9 +327,7 @@ class MarkovData:
         return float(-(np.exp(lp) * lp).sum(-1).mean())
 
 
-def make_dataset(
-    chain: MarkovChain, n_train: int = 9000, n_test: int = 3000
-) -> MarkovData:
+def make_dataset(chain: MarkovChain, n_train: int = 9000, n_test: int = 3000) -> MarkovData:
     """Sample the finite datasets of Table 1 from the chain's train/test random streams."""
     for name, v, lo in (("n_train", n_train, 0), ("n_test", n_test, 1)):
         if not (isinstance(v, (int, np.integer)) and v >= lo):

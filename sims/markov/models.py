@@ -252,7 +252,7 @@ def build_model(config: MinimalConfig | FullConfig) -> nn.Module:
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """nanoGPT partition: matrices (``ndim >= 2``) decay; gains, biases decay-free.
+    """NanoGPT partition: matrices (``ndim >= 2``) decay; gains, biases decay-free.
 
     Embeddings are matrices here and decay, as in nanoGPT's ``configure_optimizers``.
     """

@@ -1,4 +1,4 @@
-"""Head-coupling tensor dynamics of seed 004 (Section 3, App. D, Proposition 1, Theorems 1-2).
+r"""Head-coupling tensor dynamics of seed 004 (Section 3, App. D, Proposition 1, Theorems 1-2).
 
 The regression model ``y = sum_k V_k X s_k`` with ``s_k = softmax(q_k)`` under isotropic data
 (Assumption 1) has population loss ``L = 1/2 ||G - P||_F^2`` (+ noise), a tensor factorisation
@@ -7,8 +7,8 @@ flow (exact in q-space) is
 
 .. math::
 
-    \\dot V_i = (G - P) s_i, \\qquad \\dot q_i = \\Pi(s_i)\\,V_i^T (G - P), \\qquad
-    \\Pi(s) = \\mathrm{diag}(s) - s s^T.
+    \dot V_i = (G - P) s_i, \qquad \dot q_i = \Pi(s_i)\,V_i^T (G - P), \qquad
+    \Pi(s) = \mathrm{diag}(s) - s s^T.
 
 Three integrators of it are here:
 
@@ -120,7 +120,9 @@ class FlowConfig:
             if not (isinstance(v, int) and v >= 1):
                 raise ValueError(f"`{name}` must be a positive int; got {v!r}.")
         if self.h > self.T:
-            raise ValueError(f"`h`={self.h} features need distinct positions: `T` >= h; got T={self.T}.")
+            raise ValueError(
+                f"`h`={self.h} features need distinct positions: `T` >= h; got T={self.T}."
+            )
         if not (self.m > 0 and self.b0 > 0):
             raise ValueError(f"`m`={self.m!r} and `b0`={self.b0!r} must be positive.")
         if not self.init_std >= 0:
@@ -129,7 +131,8 @@ class FlowConfig:
             raise ValueError(f"need 0 < `t_min` < `t_max`; got {self.t_min!r}, {self.t_max!r}.")
         if self.method not in {"LSODA", "Radau", "BDF", "RK45", "DOP853"}:
             raise ValueError(
-                f"`method`={self.method!r} unknown; use 'LSODA', 'Radau', 'BDF', 'RK45' or 'DOP853'."
+                f"`method`={self.method!r} unknown; use 'LSODA', 'Radau', 'BDF', 'RK45' or "
+                "'DOP853'."
             )
 
     @property
@@ -220,7 +223,9 @@ if _HAVE_NUMBA:
     _reduced_rhs_nb = numba.njit(cache=True)(_reduced_rhs_loops)
 
 
-def reduced_rhs(t: float, y: np.ndarray, mstar: np.ndarray, Sstar: np.ndarray, H: int) -> np.ndarray:
+def reduced_rhs(
+    t: float, y: np.ndarray, mstar: np.ndarray, Sstar: np.ndarray, H: int
+) -> np.ndarray:
     """Gradient flow of Proposition 1 in reduced coordinates (digest §4.4).
 
     ``dC_{ia} = m_a <s_a^*, s_i> - sum_j <s_i, s_j> C_{ja}``,
@@ -280,7 +285,9 @@ def full_rhs(t: float, y: np.ndarray, Vstar: np.ndarray, mstar: np.ndarray, Ssta
     V = y[: H * d * d].reshape(H, d, d)
     Q = y[H * d * d :].reshape(H, T)
     S = softmax(Q)
-    dV = np.einsum("a,ia,axy->ixy", mstar, S @ Sstar.T, Vstar) - np.einsum("ij,jxy->ixy", S @ S.T, V)
+    dV = np.einsum("a,ia,axy->ixy", mstar, S @ Sstar.T, Vstar) - np.einsum(
+        "ij,jxy->ixy", S @ S.T, V
+    )
     VV = np.einsum("ixy,jxy->ij", V, V)  # (H, H)
     VVs = np.einsum("ixy,axy->ia", V, Vstar)  # (H, h)
     g = (VVs * mstar) @ Sstar - VV @ S  # (H, T)
@@ -289,7 +296,9 @@ def full_rhs(t: float, y: np.ndarray, Vstar: np.ndarray, mstar: np.ndarray, Ssta
 
 
 # ---------------------------------------------------------------------------- symmetric system
-def symmetric_rhs(t: float, y: np.ndarray, mstar: np.ndarray, Sstar: np.ndarray, H: int) -> np.ndarray:
+def symmetric_rhs(
+    t: float, y: np.ndarray, mstar: np.ndarray, Sstar: np.ndarray, H: int
+) -> np.ndarray:
     """Competitive (symmetric) system of Theorem 1 in reduced form, one head with factor ``H``.
 
     ``dc_a = m_a <s, s_a^*> - H ||s||^2 c_a``, ``dq = Pi(s)(sum_a m_a c_a s_a^* - H ||c||^2 s)``.
@@ -381,7 +390,8 @@ def solve_flow(
     Q0 = q0 if Q0 is None else np.asarray(Q0, float)
     if C0.shape != (cfg.H, cfg.h) or Q0.shape != (cfg.H, cfg.T):
         raise ValueError(
-            f"`C0`/`Q0` must have shapes {(cfg.H, cfg.h)}/{(cfg.H, cfg.T)}; got {C0.shape=}, {Q0.shape=}."
+            f"`C0`/`Q0` must have shapes {(cfg.H, cfg.h)}/{(cfg.H, cfg.T)}; "
+            f"got {C0.shape=}, {Q0.shape=}."
         )
     mstar, Sstar = cfg.scales, target_positions(cfg.h, cfg.T)
     t_eval = np.concatenate([[0.0], np.geomspace(cfg.t_min, cfg.t_max, cfg.n_eval)])
@@ -534,4 +544,5 @@ def discrete_flow(cfg: FlowConfig, method: str = "gd", *, lr: float = 0.05, rho:
         if k < steps:
             C, Q = step(C, Q, lr, rho, mstar, Sstar)
     return _to_dataset(np.array(ts), np.array(Cs), np.array(Ss), mstar, Sstar,
-                       dataclasses.asdict(cfg), {"method": method, "lr": lr, "rho": rho})  # fmt: skip
+                       dataclasses.asdict(cfg), {"method": method, "lr": lr,
+                                                 "rho": rho})  # fmt: skip

@@ -189,7 +189,8 @@ class ExperimentConfig:
     @classmethod
     def full(cls, *, w: int = 12, h: int = 3, m: float = 1.7, b0: float = 10.0, d: int = 50,
              T: int = 20, context: int | None = None, train: TrainConfig | None = None,
-             seed: int = 0, chain: ChainConfig | None = None, **model_kw) -> ExperimentConfig:  # fmt: skip
+             seed: int = 0, chain: ChainConfig | None = None,
+             **model_kw) -> ExperimentConfig:  # fmt: skip
         """Full-model experiment (Table 3, Table 4 full column; Figs. 2-3, 5, 8-9)."""
         chain = chain or ChainConfig.hierarchical(w=w, h=h, m=m, b0=b0, d=d, T=T)
         model = FullConfig(d=chain.d, L=chain.L, w=chain.w, n_head=model_kw.pop("n_head", 3),
@@ -490,7 +491,7 @@ def train(
         xb = torch.as_tensor(data.train[xb] if not cfg.online else xb, device=device)
         tgt = xb[:, w:].reshape(-1)
 
-        def closure():
+        def closure(xb=xb, tgt=tgt):
             opt.zero_grad(set_to_none=True)
             loss = F.cross_entropy(model(xb).reshape(-1, exp.chain.d), tgt)
             loss.backward()
@@ -554,8 +555,14 @@ def train(
             "query": np.arange(exp.chain.w - 1, exp.chain.L - 1),
             "key": np.arange(exp.chain.L),
         },
-        attrs={"config": exp.to_dict(), "entropy": ent, "status": status, "message": message,
-               "seconds": seconds, "step_seconds": train_time / max(n_steps, 1)},  # fmt: skip
+        attrs={
+            "config": exp.to_dict(),
+            "entropy": ent,
+            "status": status,
+            "message": message,
+            "seconds": seconds,
+            "step_seconds": train_time / max(n_steps, 1),
+        },  # fmt: skip
     )
     return TrainResult(ds, model, data, status, message, seconds, train_time / max(n_steps, 1))
 

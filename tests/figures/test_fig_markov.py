@@ -4,14 +4,28 @@ import pytest
 
 import figures
 
-MODULES = ["fig_markov_10", "fig_markov_1", "fig_markov_4", "fig_markov_2_3", "fig_markov_5",
-           "fig_markov_6_7", "fig_markov_8_9"]
+MODULES = [
+    "fig_markov_10",
+    "fig_markov_1",
+    "fig_markov_4",
+    "fig_markov_2_3",
+    "fig_markov_5",
+    "fig_markov_6_7",
+    "fig_markov_8_9",
+]
 
 
 def test_markov_figures_are_discovered():
     names = set(figures.discover())
-    for n in ("markov_fig10", "markov_fig1", "markov_fig4", "markov_fig2_3", "markov_fig5",
-              "markov_fig6_7", "markov_fig8_9"):
+    for n in (
+        "markov_fig10",
+        "markov_fig1",
+        "markov_fig4",
+        "markov_fig2_3",
+        "markov_fig5",
+        "markov_fig6_7",
+        "markov_fig8_9",
+    ):
         assert n in names
 
 

@@ -23,8 +23,13 @@ def _closure(model, opt, x, y):
     return closure
 
 
-@pytest.mark.parametrize("base, kw", [(torch.optim.SGD, dict(lr=0.1, momentum=0.9)),
-                                      (torch.optim.AdamW, dict(lr=1e-2, weight_decay=0.01))])
+@pytest.mark.parametrize(
+    "base, kw",
+    [
+        (torch.optim.SGD, dict(lr=0.1, momentum=0.9)),
+        (torch.optim.AdamW, dict(lr=1e-2, weight_decay=0.01)),
+    ],
+)
 def test_rho_zero_reproduces_the_base_optimizer_exactly(base, kw):
     x, y = torch.randn(16, 4), torch.randn(16, 1)
     m1, m2 = _model(), _model()
@@ -36,11 +41,13 @@ def test_rho_zero_reproduces_the_base_optimizer_exactly(base, kw):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
 
 
-@given(st.lists(st.floats(-10, 10, allow_nan=False), min_size=2, max_size=8),
-       st.floats(0.0, 5.0))
+@given(st.lists(st.floats(-10, 10, allow_nan=False), min_size=2, max_size=8), st.floats(0.0, 5.0))
 def test_perturbation_global_norm_is_rho(vals, rho):
-    g = [torch.tensor(vals[: len(vals) // 2 or 1], dtype=torch.float64),
-         torch.tensor(vals[len(vals) // 2 :], dtype=torch.float64), None]
+    g = [
+        torch.tensor(vals[: len(vals) // 2 or 1], dtype=torch.float64),
+        torch.tensor(vals[len(vals) // 2 :], dtype=torch.float64),
+        None,
+    ]
     eps = sam_perturbation(g, rho)
     assert eps[2] is None
     n = torch.cat([e.flatten() for e in eps[:2]]).norm()

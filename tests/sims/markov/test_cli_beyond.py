@@ -13,14 +13,32 @@ def test_cli_ode_writes_result(tmp_path, capsys):
 
 
 def test_cli_train_quick(tmp_path, capsys):
-    assert main(["train", "--scale", "quick", "--no-progress", "--steps", "3",
-                 "--out", str(tmp_path / "r.nc")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--scale",
+                "quick",
+                "--no-progress",
+                "--steps",
+                "3",
+                "--out",
+                str(tmp_path / "r.nc"),
+            ]
+        )
+        == 0
+    )
     assert "pattern times" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv", [["train", "--scale", "quick", "--scheduler", "cosine"],
-                                  ["train", "--scale", "quick", "--u", "-1"],
-                                  ["ode", "--m", "-2"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--scale", "quick", "--scheduler", "cosine"],
+        ["train", "--scale", "quick", "--u", "-1"],
+        ["ode", "--m", "-2"],
+    ],
+)
 def test_cli_bad_values_exit_2(argv, capsys):
     assert main(argv) == 2
     assert "error" in capsys.readouterr().err
@@ -40,8 +58,9 @@ def test_entropies():
 
 
 def test_ode_uniformity_small():
-    ds = ode_uniformity(rhos=(0.0, 0.05), seeds=[0], lr=0.2, steps=3000, T=8, init_std=1e-3,
-                        record_every=10)
+    ds = ode_uniformity(
+        rhos=(0.0, 0.05), seeds=[0], lr=0.2, steps=3000, T=8, init_std=1e-3, record_every=10
+    )
     assert ds.stage_time.shape == (2, 1, 3)
     assert np.all(np.isfinite(ds.stage_time.sel(rho=0.0)))
 

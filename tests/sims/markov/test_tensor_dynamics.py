@@ -36,8 +36,9 @@ def test_full_rhs_is_the_negative_gradient_of_the_tensor_loss():
     y = rng.standard_normal(H * d * d + H * T)
 
     def L(y):
-        return full_loss(y[: H * d * d].reshape(H, d, d), softmax(y[H * d * d :].reshape(H, T)),
-                         Vs, ms, Ss)
+        return full_loss(
+            y[: H * d * d].reshape(H, d, d), softmax(y[H * d * d :].reshape(H, T)), Vs, ms, Ss
+        )
 
     g = np.array([(L(y + 1e-6 * e) - L(y - 1e-6 * e)) / 2e-6 for e in np.eye(y.size)])
     np.testing.assert_allclose(full_rhs(0, y, Vs, ms, Ss, H), -g, atol=1e-6)
@@ -50,10 +51,22 @@ def test_reduced_flow_equals_full_flow_when_V0_is_in_the_span():
     C0, Q0 = 0.3 * rng.standard_normal((H, h)), rng.standard_normal((H, T))
     V0 = np.einsum("ia,axy->ixy", C0, Vs)
     tf = 3.0
-    full = solve_ivp(full_rhs, (0, tf), np.concatenate([V0.ravel(), Q0.ravel()]),
-                     args=(Vs, ms, Ss, H), rtol=1e-10, atol=1e-12)
-    red = solve_ivp(reduced_rhs, (0, tf), np.concatenate([C0.ravel(), Q0.ravel()]),
-                    args=(ms, Ss, H), rtol=1e-10, atol=1e-12)
+    full = solve_ivp(
+        full_rhs,
+        (0, tf),
+        np.concatenate([V0.ravel(), Q0.ravel()]),
+        args=(Vs, ms, Ss, H),
+        rtol=1e-10,
+        atol=1e-12,
+    )
+    red = solve_ivp(
+        reduced_rhs,
+        (0, tf),
+        np.concatenate([C0.ravel(), Q0.ravel()]),
+        args=(ms, Ss, H),
+        rtol=1e-10,
+        atol=1e-12,
+    )
     Vf = full.y[: H * d * d, -1].reshape(H, d, d)
     Cr = red.y[: H * h, -1].reshape(H, h)
     np.testing.assert_allclose(np.einsum("ixy,axy->ia", Vf, Vs), Cr, atol=1e-7)
@@ -76,8 +89,9 @@ def test_theorem1_symmetric_flow_converges_to_first_pattern_and_phi_increases():
     assert s[-1, 0] > 0.995
     assert np.all(np.diff(phi) >= -1e-9)  # Lyapunov function of Eq. (9)
     # loss plateau 1/2 sum_{a>=2} m_a^2 (L_sym = 1/2||G||^2 - H phi)
-    np.testing.assert_allclose(0.5 * (m**2).sum() - cfg.H * phi[-1], plateau_levels(m)[1],
-                               atol=1e-2)
+    np.testing.assert_allclose(
+        0.5 * (m**2).sum() - cfg.H * phi[-1], plateau_levels(m)[1], atol=1e-2
+    )
 
 
 def test_symmetric_rhs_is_one_head_of_the_reduced_flow_with_identical_heads():
@@ -108,8 +122,10 @@ def test_m_equal_one_gives_two_stages():
 
 
 def test_coupling_time_grows_with_log_inverse_eps():
-    ts = [coupling_time(solve_flow(FlowConfig(T=10, init_std=e, t_max=2e4, n_eval=600)).ds)
-          for e in (1e-4, 1e-6, 1e-8)]
+    ts = [
+        coupling_time(solve_flow(FlowConfig(T=10, init_std=e, t_max=2e4, n_eval=600)).ds)
+        for e in (1e-4, 1e-6, 1e-8)
+    ]
     assert ts[0] < ts[1] < ts[2]
 
 
@@ -122,7 +138,9 @@ def test_init_state_is_on_the_simplex_and_centred():
 
 def test_discrete_gd_converges_to_flow_at_first_order():
     cfg = FlowConfig(T=6, init_std=1e-2, t_max=5.0, n_eval=10)
-    res = solve_flow(cfg, )
+    res = solve_flow(
+        cfg,
+    )
     C_flow = None
     errs = []
     for lr in (0.02, 0.01):
@@ -149,8 +167,13 @@ def test_lyapunov_phi_broadcasts():
 
 @pytest.mark.parametrize(
     "kw, match",
-    [(dict(T=2, h=3), "T"), (dict(m=0.0), "positive"), (dict(init_std=-1.0), "init_std"),
-     (dict(method="Euler"), "method"), (dict(t_min=10.0, t_max=1.0), "t_min")],
+    [
+        (dict(T=2, h=3), "T"),
+        (dict(m=0.0), "positive"),
+        (dict(init_std=-1.0), "init_std"),
+        (dict(method="Euler"), "method"),
+        (dict(t_min=10.0, t_max=1.0), "t_min"),
+    ],
 )
 def test_bad_flow_config(kw, match):
     with pytest.raises(ValueError, match=match):

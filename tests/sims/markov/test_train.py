@@ -36,15 +36,25 @@ def test_smoke_and_netcdf_roundtrip(tmp_path):
     xr.testing.assert_allclose(back, ds)
 
 
-@pytest.mark.parametrize("kw", [dict(optimizer="sam", sam_rho=0.05), dict(optimizer="sgd"),
-                                dict(online=True), dict(scheduler="none")])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(optimizer="sam", sam_rho=0.05),
+        dict(optimizer="sgd"),
+        dict(online=True),
+        dict(scheduler="none"),
+    ],
+)
 def test_trainer_variants_run(kw):
     assert train(tiny(**kw)).success
 
 
 def test_loss_decreases_on_a_short_run():
-    exp = ExperimentConfig.minimal(d=10, T=8, train=TrainConfig(
-        steps=40, batch_size=64, n_train=256, n_test=64, eval_every=40, lr=3e-2))
+    exp = ExperimentConfig.minimal(
+        d=10,
+        T=8,
+        train=TrainConfig(steps=40, batch_size=64, n_train=256, n_test=64, eval_every=40, lr=3e-2),
+    )
     ds = train(exp).ds
     assert float(ds.excess_loss[-1]) < 0.8 * float(ds.excess_loss[0])
 
@@ -131,8 +141,13 @@ def test_detect_stages_on_synthetic_masses():
     M[5:, 1, 0], M[5:, 1, 1] = 0.1, 0.9  # head 1 moves to group 2 at step 50
     M[8:, 2, 0], M[8:, 2, 2] = 0.1, 0.9  # head 2 moves to group 3 at step 80
     kl = np.linspace(1, 0, 30).reshape(10, 3)
-    ds = xr.Dataset({"group_mass": (("step", "head", "group"), M),
-                     "kl_restricted": (("step", "restricted"), kl)}, coords={"step": steps})
+    ds = xr.Dataset(
+        {
+            "group_mass": (("step", "head", "group"), M),
+            "kl_restricted": (("step", "restricted"), kl),
+        },
+        coords={"step": steps},
+    )
     rep = detect_stages(ds)
     assert rep.group_times.tolist() == [20, 50, 80] and rep.n_stages == 3 and rep.order_ok
     assert rep.heads_on_first == 3 and sorted(rep.final_assignment.tolist()) == [0, 1, 2]
@@ -147,9 +162,13 @@ def test_evaluate_on_the_truth_like_model():
 
 @pytest.mark.parametrize(
     "kw, match",
-    [(dict(batch_size=64, n_train=32), "larger than the dataset"),
-     (dict(scheduler="cosine"), "scheduler"), (dict(optimizer="adam"), "optimizer"),
-     (dict(lr=0.0), "lr"), (dict(grad_clip=0.0), "grad_clip")],
+    [
+        (dict(batch_size=64, n_train=32), "larger than the dataset"),
+        (dict(scheduler="cosine"), "scheduler"),
+        (dict(optimizer="adam"), "optimizer"),
+        (dict(lr=0.0), "lr"),
+        (dict(grad_clip=0.0), "grad_clip"),
+    ],
 )
 def test_bad_train_config(kw, match):
     with pytest.raises(ValueError, match=match):
