@@ -51,8 +51,8 @@ class TheoryConfig:
     eps: float = 0.05
     fraction: float = 0.5
     rhos: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.03, 0.04)
-    learning_rate: float = 0.25
-    num_steps: int = 12_000
+    learning_rate: float = 0.1
+    num_steps: int = 30_000
 
     def __post_init__(self):
         if not 0 < self.eps:
