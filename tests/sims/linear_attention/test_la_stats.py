@@ -63,3 +63,15 @@ def test_quadratic_loss_is_mse(tiny_data):
     assert float(quadratic_loss(jnp.asarray(m), mom)) == pytest.approx(
         np.mean((tiny_data.yq - pred) ** 2), rel=1e-12
     )
+
+
+def test_anchor_preprocessing_centres_and_whitens():
+    from sims.linear_attention.data import sample_tokens
+
+    cov = make_covariance("linear", 3, seed=0)
+    x, y = sample_tokens(4000, 4, cov, seed=1, anchor_preprocessing=True)
+    np.testing.assert_allclose(x.mean(axis=0), 0.0, atol=1e-12)
+    # the task vectors are recoverable from any 3 tokens: w = x⁻¹ y; whitened across the dataset
+    w = np.linalg.solve(x[:, :3, :], y[:, :3, None])[..., 0]
+    np.testing.assert_allclose(w.mean(0), 0.0, atol=1e-10)
+    np.testing.assert_allclose(np.cov(w.T), np.eye(3), atol=1e-10)
