@@ -168,7 +168,7 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
     t0 = time.perf_counter()
     s = output_scale(cfg.scale, cfg.n_context)
     bar = tqdm(total=cfg.n_runs + 3, desc="figure1", disable=not progress, leave=False)
-    covs, eigs, datas, moms, test_moms, params = [], [], [], [], [], []
+    covs, eigs, datas, zs, moms, test_moms, params = [], [], [], [], [], [], []
     keys = jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.n_runs)
     blas1 = threadpool_limits(1)  # skinny numpy matmuls are slower with BLAS threads
     for r in range(cfg.n_runs):
@@ -181,7 +181,8 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
         covs.append(cov)
         eigs.append(eigh_desc(cov)[1])
         datas.append(data)
-        moms.append(empirical_moments(data, scale=s))
+        zs.append(data.features())
+        moms.append(empirical_moments(data, scale=s, features=zs[-1]))
         if cfg.n_test > 0:
             test = sample_dataset(max(cfg.n_test, 2), cfg.n_context, cov, seed=rs + 7_919_113)
             test_moms.append(empirical_moments(test, scale=s))
@@ -220,7 +221,7 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
             jnp.asarray(res_gd.ds.q.values[r, idx]),
         )
         mats = np.asarray(jax.vmap(merged_matrix)(pk))  # (K, d, d)
-        all_losses.append(checkpoint_losses(mats, datas[r], scale=s))
+        all_losses.append(checkpoint_losses(mats, datas[r], scale=s, features=zs[r]))
     ups = select_batched(
         np.stack(all_losses), cfg.seed * 1000 + np.arange(cfg.n_runs), selection=cfg.selection,
         factor=cfg.upsample_factor, features=cfg.cluster_features, n_init=cfg.kmeans_n_init,
@@ -232,7 +233,10 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
     xq_ratio = [sp["xq_ratio"] for sp in specs]
     beta_ratio = [sp["beta_ratio"] for sp in specs]
     up_moments = _stack(
-        [empirical_moments(datas[r], weights[r], scale=s) for r in range(cfg.n_runs)]
+        [
+            empirical_moments(datas[r], weights[r], scale=s, features=zs[r])
+            for r in range(cfg.n_runs)
+        ]
     )
     blas1.unregister()
     timings["select_s"] = time.perf_counter() - t1

@@ -57,13 +57,15 @@ class Moments(NamedTuple):
     A: object
 
 
-def empirical_moments(data: ICLData, weights=None, *, scale: float = 1.0) -> Moments:
+def empirical_moments(data: ICLData, weights=None, *, scale: float = 1.0, features=None) -> Moments:
     """Weighted dataset moments (weights = usage counts; ``None`` = all ones).
+
+    ``features`` may pass a precomputed ``data.features()`` to avoid recomputing ``z``.
 
     Raises:
         ValueError: on weights of the wrong shape, negative or all zero.
     """
-    z = data.features()
+    z = data.features() if features is None else features
     y = data.yq
     if weights is None:
         w = np.full(y.shape[0], 1.0 / y.shape[0])
