@@ -143,9 +143,15 @@ class AnsatzModel:
 
     def hvp(self, sub: dict, vec: sp.Matrix) -> sp.Matrix:
         """Exact Hessian-vector product ``H(w) vec`` at the point ``sub``: d/dt ∇L(w + t vec)."""
+        nonzero = [x for x in vec if x != 0]
+        if not nonzero:
+            return sp.zeros(len(self.params), 1)
+        # Linearity: H(c·u) = c·H(u); factoring out a common scalar keeps the expansion small.
+        scale = nonzero[0]
+        unit = vec.applyfunc(lambda x: sp.cancel(x / scale))
         t = sp.Symbol("t_hvp")
-        shifted = {p: sub[p] + t * vec[n] for n, p in enumerate(self.params)}
-        return sp.expand(sp.diff(self.grad_at(shifted), t).subs(t, 0))
+        shifted = {p: sub[p] + t * unit[n] for n, p in enumerate(self.params)}
+        return sp.expand(scale * sp.diff(self.grad_at(shifted), t).subs(t, 0))
 
 
 @functools.lru_cache(maxsize=8)
