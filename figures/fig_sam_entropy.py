@@ -92,28 +92,32 @@ def plot(ds, path: str | Path | None = None):
 
 
 def plot_sweep(ds, path: str | Path | None = None):
-    """Heatmaps of the entropy gap over (spread, ρ/bound) per dynamics; hatched where undefined."""
-    dyn = list(ds.dynamics.values)
-    fig, axes = plt.subplots(1, len(dyn), figsize=(6 * len(dyn), 4.2), constrained_layout=True)
-    axes = np.atleast_1d(axes)
-    for ax, d in zip(axes, dyn, strict=True):
-        x = ds.sel(dynamics=d)
+    """Heatmaps of the entropy gap over (spread, ρ/bound), one per model; blank = undefined."""
+    models = list(ds.model.values)
+    ncol = 2
+    nrow = -(-len(models) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(12, 4.2 * nrow), constrained_layout=True)
+    vmax = float(np.nanmax(np.abs(ds.entropy_gap.values)))
+    for ax, m in zip(np.ravel(axes), models, strict=False):
+        x = ds.sel(model=m)
         gap = np.ma.masked_invalid(x.entropy_gap.values)
         im = ax.pcolormesh(x.rho_fraction.values, x.spread.values, gap, shading="nearest",
-                           cmap="RdBu", vmin=-np.nanmax(np.abs(gap)),
-                           vmax=np.nanmax(np.abs(gap)))  # fmt: skip
+                           cmap="RdBu", norm=matplotlib.colors.SymLogNorm(1e-5, vmin=-vmax,
+                                                                         vmax=vmax))  # fmt: skip
         ax.axvline(1.0, color="k", ls="--", lw=1)
         fail = (x.learned_all & ~x.ordering_holds & (x.rho_fraction > 0)).values
         yy, xx = np.nonzero(fail)
         ax.plot(x.rho_fraction.values[xx], x.spread.values[yy], "kx", ms=4, label="ordering fails")
-        ax.set(yscale="log", xlabel="ρ / ((√3/2) ε)", ylabel="spread λmax/λmin",
-               title=f"Entropy(SAM) − Entropy(GD), {d} (blank: SAM never learns)")  # fmt: skip
+        ax.set(yscale="log", xlabel="ρ / ((√3/2) ε)   (dashed: the paper's bound)",
+               ylabel="spread λmax/λmin", title=f"H(SAM) − H(GD), {m}")  # fmt: skip
         fig.colorbar(im, ax=ax)
         if fail.any():
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="lower left")
+    for ax in np.ravel(axes)[len(models) :]:
+        ax.set_visible(False)
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=130)
+        fig.savefig(path, dpi=120)
         plt.close(fig)
     return fig
 

@@ -132,6 +132,9 @@ class SamEntropyConfig:
         n_context: context length ``N`` entering ``a_i`` (full dynamics only; ``inf`` allowed).
         cross_check: also compute every time by quadrature and ODE integration and record the
             largest relative differences from the closed forms.
+        sam_form: ``"first_order"`` (the paper's eq. 9 / C.2 flows) or ``"exact"`` (beyond the
+            paper: exact SAM on the ansatz ray, ``τ v̇ = g(v − ρ/√3)``; it learns whenever
+            ``ρ < √3 ε``, twice the paper's bound).
     """
 
     eigenvalues: tuple[float, ...] = tuple(spectrum("linear", 4))
@@ -142,6 +145,7 @@ class SamEntropyConfig:
     dynamics: str = "truncated"
     n_context: float = 31.0
     cross_check: bool = True
+    sam_form: str = "first_order"
 
     def __post_init__(self):
         lam = _validate_eigenvalues(self.eigenvalues)
@@ -152,6 +156,8 @@ class SamEntropyConfig:
                 raise ValueError(f"`{name}` must be a positive number; got {v!r}.")
             if name != "n_context" and not math.isfinite(v):
                 raise ValueError(f"`{name}` must be finite; got {v!r}.")
+        if self.sam_form not in ("first_order", "exact"):
+            raise ValueError(f"`sam_form` must be 'first_order' or 'exact'; got {self.sam_form!r}.")
         if self.dynamics not in ("truncated", "full"):
             raise ValueError(f"`dynamics` must be 'truncated' or 'full'; got {self.dynamics!r}.")
         lowest_end = self.c * max(lam) ** (-1.0 / 3.0)
@@ -180,7 +186,7 @@ def _times(cfg: SamEntropyConfig, rho: float, dynamics: str, method: str):
     out = []
     for li in lam:
         a = a_coefficient(li, trace, cfg.n_context) if dynamics == "full" else None
-        ode = attn_s_ode(li, rho=rho, dynamics=dynamics, a=a, tau=cfg.tau)
+        ode = attn_s_ode(li, rho=rho, dynamics=dynamics, a=a, tau=cfg.tau, sam_form=cfg.sam_form)
         out.append(learning_time(ode, cfg.eps, cfg.c * li ** (-1.0 / 3.0), method=method))
     return out
 
@@ -307,6 +313,7 @@ def check_theorem(cfg: SamEntropyConfig | None = None) -> xr.Dataset:
         attrs={
             "title": "Theorem 4.4 check (main paper, Sec. 4.3 / App. C.4)",
             "dynamics": cfg.dynamics,
+            "sam_form": cfg.sam_form,
             "rho_bound": bound,
             "config": dataclasses.asdict(cfg),
         },
@@ -398,6 +405,7 @@ def summary(ds: xr.Dataset) -> dict:
         "theorem": "main paper Theorem 4.4: "
         "Entropy(t^SAM) > Entropy(t^GD) if rho < (sqrt(3)/2) eps",
         "dynamics": ds.attrs["dynamics"],
+        "sam_form": ds.attrs["sam_form"],
         "config": ds.attrs["config"],
         "rho_bound": ds.attrs["rho_bound"],
         "eigenvalues": ds.lam.values.tolist(),
@@ -438,6 +446,12 @@ def format_table(ds: xr.Dataset) -> str:
             "(eqs. 9-10)"
             if ds.attrs["dynamics"] == "truncated"
             else f"(App. C.2, N={cfg['n_context']:g})"
+        ),
+        "SAM form: "
+        + (
+            "first-order (I+P), as in the paper"
+            if ds.attrs["sam_form"] == "first_order"
+            else "exact on the ansatz ray, tau dv/dt = g(v - rho/sqrt3) (beyond the paper)"
         ),
         f"tau={cfg['tau']:g}  eps={cfg['eps']:g}  c={cfg['c']:g}  "
         f"condition rho < (sqrt3/2) eps = {ds.attrs['rho_bound']:.6g}",
@@ -505,6 +519,15 @@ def format_table(ds: xr.Dataset) -> str:
     return "\n".join(lines)
 
 
+#: Sweep models: (dynamics, sam_form). The first is the paper's Theorem 4.4 setting.
+SWEEP_MODELS = (
+    ("truncated", "first_order"),
+    ("full", "first_order"),
+    ("truncated", "exact"),
+    ("full", "exact"),
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class SweepConfig:
     """Where does the ordering hold? A grid over ρ/bound and spectrum spread (geometric family).
@@ -512,14 +535,14 @@ class SweepConfig:
     Attributes:
         dim: number of features.
         spreads: ``λ_max/λ_min`` values (geometric family, trace 1).
-        rho_fractions: ρ as fractions of the bound ``(√3/2) ε`` (values > 1 violate the
-            condition).
+        rho_fractions: ρ as fractions of the paper's bound ``(√3/2) ε`` (values > 1 violate the
+            condition; exact SAM keeps learning up to 2).
         eps, c, tau, n_context: as in :class:`SamEntropyConfig`.
     """
 
     dim: int = 4
-    spreads: tuple[float, ...] = tuple(np.geomspace(1.05, 1000.0, 16))
-    rho_fractions: tuple[float, ...] = tuple(np.round(np.linspace(0.05, 1.25, 25), 4))
+    spreads: tuple[float, ...] = tuple(np.geomspace(1.05, 1000.0, 12))
+    rho_fractions: tuple[float, ...] = tuple(np.round(np.linspace(0.1, 2.2, 22), 4))
     eps: float = 0.01
     c: float = 0.5
     tau: float = 1.0
@@ -527,49 +550,43 @@ class SweepConfig:
 
 
 def sweep(cfg: SweepConfig | None = None, *, progress: bool = True) -> xr.Dataset:
-    """Entropy gap and majorization over (spread, ρ/bound) for truncated and full dynamics.
+    """Entropy gap and majorization over (spread, ρ/bound) for every model in ``SWEEP_MODELS``.
 
     Returns:
-        ``xr.Dataset`` with dims ``dynamics, spread, rho_fraction``: ``entropy_gap``,
-        ``majorizes``, ``learned_all``, ``ordering_holds``, ``condition``.
+        ``xr.Dataset`` with dims ``model, spread, rho_fraction`` (``model`` labels
+        ``"<dynamics>/<sam_form>"``): ``entropy_gap``, ``majorizes``, ``learned_all``,
+        ``ordering_holds``, and ``condition`` (the paper's ``ρ < (√3/2) ε``).
     """
     from tqdm.auto import tqdm
 
     cfg = cfg or SweepConfig()
-    dyn = ("truncated", "full")
-    shape = (len(dyn), len(cfg.spreads), len(cfg.rho_fractions))
+    shape = (len(SWEEP_MODELS), len(cfg.spreads), len(cfg.rho_fractions))
+    out = {k: np.zeros(shape, bool) for k in ("majorizes", "learned_all", "ordering_holds")}
     gap = np.full(shape, np.nan)
-    major = np.zeros(shape, bool)
-    learned = np.zeros(shape, bool)
-    ordering = np.zeros(shape, bool)
-    bar = tqdm(
-        total=len(dyn) * len(cfg.spreads), desc="sweep", disable=not progress, file=sys.stderr
-    )
-    for a, d in enumerate(dyn):
+    bar = tqdm(total=shape[0] * shape[1], desc="sweep", disable=not progress, file=sys.stderr)
+    for a, (dyn, form) in enumerate(SWEEP_MODELS):
         for b, k in enumerate(cfg.spreads):
             run = SamEntropyConfig(
                 eigenvalues=tuple(spectrum("geometric", cfg.dim, spread=k)),
                 rhos=tuple(f * rho_bound(cfg.eps) for f in cfg.rho_fractions),
-                eps=cfg.eps, c=cfg.c, tau=cfg.tau, dynamics=d, n_context=cfg.n_context,
-                cross_check=False,
+                eps=cfg.eps, c=cfg.c, tau=cfg.tau, dynamics=dyn, n_context=cfg.n_context,
+                cross_check=False, sam_form=form,
             )  # fmt: skip
             ds = check_theorem(run)
             gap[a, b] = ds.entropy_gap.values
-            major[a, b] = ds.majorizes.values
-            learned[a, b] = ds.learned_all.values
-            ordering[a, b] = ds.ordering_holds.values
+            for key, arr in out.items():
+                arr[a, b] = ds[key].values
             bar.update()
     bar.close()
+    dims = ("model", "spread", "rho_fraction")
     return xr.Dataset(
         {
-            "entropy_gap": (("dynamics", "spread", "rho_fraction"), gap),
-            "majorizes": (("dynamics", "spread", "rho_fraction"), major),
-            "learned_all": (("dynamics", "spread", "rho_fraction"), learned),
-            "ordering_holds": (("dynamics", "spread", "rho_fraction"), ordering),
+            "entropy_gap": (dims, gap),
+            **{key: (dims, arr) for key, arr in out.items()},
             "condition": ("rho_fraction", np.asarray(cfg.rho_fractions) < 1.0),
         },
         coords={
-            "dynamics": list(dyn),
+            "model": [f"{d}/{f}" for d, f in SWEEP_MODELS],
             "spread": np.asarray(cfg.spreads),
             "rho_fraction": np.asarray(cfg.rho_fractions),
         },
@@ -584,8 +601,8 @@ def format_sweep(ds: xr.Dataset) -> str:
         f"[{float(ds.spread.min()):.3g}, {float(ds.spread.max()):.3g}], "
         f"ρ/bound in [{float(ds.rho_fraction.min()):.3g}, {float(ds.rho_fraction.max()):.3g}]"
     ]
-    for d in ds.dynamics.values:
-        x = ds.sel(dynamics=d)
+    for d in ds.model.values:
+        x = ds.sel(model=d)
         n_s = x.sizes["spread"]
         for label, region in (
             ("inside the condition ", (x.condition & (x.rho_fraction > 0)).values),
@@ -599,7 +616,7 @@ def format_sweep(ds: xr.Dataset) -> str:
             gaps = x.entropy_gap.values[defined]
             gap_txt = f", gap in [{gaps.min():.2e}, {gaps.max():.2e}]" if gaps.size else ""
             lines.append(
-                f"  {d:9s} {label}: ordering holds {holds}/{n}, fails {fails}/{n}, undefined "
+                f"  {d:21s} {label}: ordering holds {holds}/{n}, fails {fails}/{n}, undefined "
                 f"{n - int(defined.sum())}/{n} (some feature never learned){gap_txt}"
             )
     return "\n".join(lines)
@@ -641,6 +658,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--c", type=float, default=0.5, help="Assumption 4.3 endpoint fraction c")
     p.add_argument("--tau", type=float, default=1.0, help="time constant τ")
     p.add_argument("--dynamics", choices=("truncated", "full"), default="truncated")
+    p.add_argument(
+        "--sam-form", choices=("first-order", "exact"), default="first-order",
+        help="SAM flow: the paper's first-order (I+P) expansion, or exact SAM on the ansatz ray",
+    )  # fmt: skip
     p.add_argument("--n-context", type=float, default=31.0, help="N for a_i (full dynamics)")
     p.add_argument("--sweep", action="store_true", help="map the ordering over ρ and spread")
     p.add_argument("--out", type=Path, default=Path("results/sam_entropy"), help="output folder")
@@ -676,7 +697,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg = SamEntropyConfig(
                 eigenvalues=tuple(lam), rhos=None if rhos is None else tuple(rhos), eps=args.eps,
                 c=args.c, tau=args.tau, dynamics=args.dynamics, n_context=args.n_context,
-                cross_check=not args.no_cross_check,
+                cross_check=not args.no_cross_check, sam_form=args.sam_form.replace("-", "_"),
             )  # fmt: skip
     except (ValueError, TypeError) as err:
         parser.error(str(err))  # exits with status 2

@@ -72,6 +72,7 @@ __all__ = [
 
 SQRT3 = math.sqrt(3.0)
 Dynamics = Literal["truncated", "full"]
+SamForm = Literal["first_order", "exact"]
 Status = Literal["reached", "decays", "stalls", "stationary", "invalid"]
 
 
@@ -152,16 +153,17 @@ class PolynomialODE:
         return [acc / self.tau]
 
     def roots(self) -> np.ndarray:
-        """All complex roots of ``P``, polished by two Newton steps."""
+        """All complex roots of ``P`` (companion eigenvalues, Newton-polished where it helps)."""
         c = np.trim_zeros(np.asarray(self.coeffs, dtype=float), "b")
         r = np.polynomial.polynomial.polyroots(c).astype(complex)
         dc = np.polynomial.polynomial.polyder(c)
-        for _ in range(2):
+        for _ in range(2):  # Newton polish, keeping only steps that reduce |P|: at a multiple
+            # root P' ≈ 0 and a raw Newton step can throw the root far away
+            pv = np.polynomial.polynomial.polyval(r, c)
             d = np.polynomial.polynomial.polyval(r, dc)
-            step = np.where(
-                d != 0, np.polynomial.polynomial.polyval(r, c) / np.where(d != 0, d, 1), 0
-            )
-            r = r - step
+            cand = r - pv / np.where(d != 0, d, 1.0)
+            better = (d != 0) & (np.abs(np.polynomial.polynomial.polyval(cand, c)) < np.abs(pv))
+            r = np.where(better, cand, r)
         return r
 
     def real_roots(self) -> np.ndarray:
@@ -178,6 +180,7 @@ def attn_s_ode(
     dynamics: Dynamics = "truncated",
     a: float | None = None,
     tau: float = 1.0,
+    sam_form: SamForm = "first_order",
 ) -> PolynomialODE:
     """The value ODE of the active head learning feature ``i`` (Theorem 4.2, App. C.2–C.3).
 
@@ -187,11 +190,28 @@ def attn_s_ode(
         dynamics: ``"truncated"`` (eqs. 9–10, small-v) or ``"full"`` (C.2, needs ``a``).
         a: ``a_i`` of App. C.1 (see :func:`a_coefficient`); required for ``"full"``.
         tau: time constant τ.
+        sam_form: ``"first_order"`` (the paper's (I + P) expansion, eqs. 8–9) or ``"exact"``
+            (beyond the paper): on the ansatz ray ``k = q = v e`` the ascent direction is
+            ``−(1, e, e)/√3``, so the perturbed point stays on the ray at ``v − ρ/√3`` and the
+            exact SAM flow is the GD flow shifted, ``τ v̇ = g(v − ρ/√3)`` with ``g`` the GD
+            right-hand side. Its eq.-(9) linearization in ρ is the first-order form; the
+            dropped ``λ²ρ²/3`` is as large as the kept ``2ρλ²v/√3`` when ``v = O(ρ)``.
     """
     lam = _check_positive("lam", lam)
     rho = _check_positive("rho", rho, allow_zero=True, fix=" SAM's radius cannot be negative.")
     tau = _check_positive("tau", tau)
+    if sam_form not in ("first_order", "exact"):
+        raise ValueError(f"`sam_form` must be 'first_order' or 'exact'; got {sam_form!r}.")
     opt = "sam" if rho > 0 else "gd"
+    if sam_form == "exact" and rho > 0:
+        if dynamics not in ("truncated", "full"):
+            raise ValueError(f"`dynamics` must be 'truncated' or 'full'; got {dynamics!r}.")
+        base = attn_s_ode(lam, dynamics=dynamics, a=a, tau=tau)  # the GD flow g
+        shift = rho / SQRT3
+        shifted = np.polynomial.Polynomial(base.coeffs)(np.polynomial.Polynomial([-shift, 1.0]))
+        coeffs = tuple(float(x) for x in shifted.coef)
+        params = {**base.params, "rho": rho, "shift": shift}
+        return PolynomialODE(coeffs, tau, "attn_s", "sam", dynamics, params)
     if dynamics == "truncated":
         # P(v) = λ² v² − (2ρ/√3) λ² v
         coeffs = (0.0, -rho_hat(rho) * lam**2, lam**2)
@@ -286,6 +306,14 @@ def _reachability(ode: PolynomialODE, x0: float, x1: float) -> tuple[Status, str
             f"target {x1:.6g} is at or beyond the end of the ODE's domain {ode.x_max:.6g} "
             "(Theorem B.2: u = sqrt(gamma/alpha) is the stable equilibrium)"
         )
+    shift = ode.params.get("shift", 0.0)
+    if shift > 0.0 and x0 <= shift:  # exact SAM: v = ρ/√3 is a semi-stable double root of P
+        if x0 == shift:
+            return "stationary", f"x0 = {x0:.6g} = ρ/√3 is a fixed point of exact SAM"
+        return "stalls", (
+            f"exact SAM stalls: v0 = {x0:.6g} is below ρ/√3 = {shift:.6g}, where the perturbed "
+            "point has v < 0; v creeps up to ρ/√3 and never passes it (needs ρ < √3 v0)"
+        )
     p0 = float(ode.P(x0))
     scale = max(abs(c) * max(1.0, x0) ** k for k, c in enumerate(ode.coeffs))
     if abs(p0) <= 1e-14 * scale:
@@ -311,6 +339,9 @@ def _reachability(ode: PolynomialODE, x0: float, x1: float) -> tuple[Status, str
 def _closed_form_time(ode: PolynomialODE, x0: float, x1: float) -> float:
     """Closed-form ``τ ∫_{x0}^{x1} dx / P(x)`` (assumes reachability was checked)."""
     p, tau = ode.params, ode.tau
+    if ode.model == "attn_s" and p.get("shift", 0.0) > 0.0:  # exact SAM: GD between shifted ends
+        base = dataclasses.replace(ode, params={**p, "rho": 0.0, "shift": 0.0})
+        return _closed_form_time(base, x0 - p["shift"], x1 - p["shift"])
     if ode.model == "attn_s" and ode.dynamics == "truncated":
         lam, rh = p["lam"], rho_hat(p["rho"])
         if rh == 0.0:  # eq. (23) with I₁: τ/λ² (1/ε − 1/u)
@@ -485,7 +516,7 @@ def learning_time(
 
 def learning_times(
     lams, *, rho: float, eps: float, c: float, tau: float = 1.0, dynamics: Dynamics = "truncated",
-    a=None, method: str = "closed",
+    a=None, method: str = "closed", sam_form: SamForm = "first_order",
 ) -> list[LearningTime]:  # fmt: skip
     """Theorem 4.4's times ``t_i = τ ∫_ε^{c λ_i^{-1/3}} dv / P_i(v)`` for every eigenvalue.
 
@@ -498,6 +529,7 @@ def learning_times(
         dynamics: ``"truncated"`` or ``"full"``.
         a: the ``a_i`` (required for ``"full"``).
         method: learning-time method.
+        sam_form: ``"first_order"`` (eq. 9) or ``"exact"`` (see :func:`attn_s_ode`).
     """
     lams = np.asarray(lams, dtype=float)
     if dynamics == "full" and (a is None or np.shape(a) != lams.shape):
@@ -505,7 +537,7 @@ def learning_times(
     out = []
     for i, lam in enumerate(lams):
         ode = attn_s_ode(
-            float(lam), rho=rho, dynamics=dynamics, tau=tau,
+            float(lam), rho=rho, dynamics=dynamics, tau=tau, sam_form=sam_form,
             a=None if a is None else float(np.asarray(a)[i]),
         )  # fmt: skip
         out.append(learning_time(ode, eps, c * lam ** (-1.0 / 3.0), method=method))

@@ -58,6 +58,23 @@ def test_theorem_4_4_holds_inside_condition(lams, frac, eps, c):
     assert float(r.entropy_sam) <= float(ds.entropy_ceiling) + 1e-12
 
 
+@given(spectra, st.floats(0.05, 1.99), st.floats(1e-3, 0.05), st.floats(0.2, 0.9))
+def test_exact_sam_ordering_holds_up_to_twice_the_bound(lams, frac, eps, c):
+    """Beyond the paper: exact SAM on the ansatz ray learns whenever ρ < √3 ε and the entropy
+    ordering holds there too (checked against t = τ/λ²(1/(ε−δ) − 1/(u−δ)), δ = ρ/√3)."""
+    if c * max(lams) ** (-1 / 3) <= 1.05 * eps:
+        return
+    rho = frac * SQ3 / 2 * eps
+    ds = se.check_theorem(se.SamEntropyConfig(eigenvalues=tuple(lams), rhos=(rho,), eps=eps, c=c,
+                                              cross_check=False, sam_form="exact"))  # fmt: skip
+    lam = np.sort(lams)[::-1]
+    u = c * lam ** (-1 / 3)
+    d = rho / SQ3
+    ts = 1 / lam**2 * (1 / (eps - d) - 1 / (u - d))
+    np.testing.assert_allclose(ds.t_sam.values[0], ts, rtol=1e-9)
+    assert bool(ds.ordering_holds.values[0]) and bool(ds.majorizes.values[0])
+
+
 def test_outside_condition_truncated_sam_learns_nothing():
     eps = 0.01
     ds = se.check_theorem(se.SamEntropyConfig(rhos=(1.01 * SQ3 / 2 * eps,), eps=eps,
@@ -133,6 +150,17 @@ def test_table_output_and_figure(tmp_path, capsys):
     assert (tmp_path / "sam_entropy.png").stat().st_size > 10_000
 
 
+def test_cli_exact_sam_form(tmp_path, capsys):
+    assert se.main(["--sam-form", "exact", "--rho-frac", "1.5", "--json", "--no-plot", "--out",
+                    str(tmp_path)]) == 0  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert out["sam_form"] == "exact"
+    rec = out["per_rho"][0]
+    assert (
+        not rec["condition"] and rec["ordering_holds"] and "outside the condition" in rec["verdict"]
+    )
+
+
 def test_full_dynamics_reports_truncated_gap(tmp_path, capsys):
     assert se.main(["--dynamics", "full", "--no-plot", "--no-cross-check", "--out",
                     str(tmp_path)]) == 0  # fmt: skip
@@ -142,8 +170,10 @@ def test_full_dynamics_reports_truncated_gap(tmp_path, capsys):
 def test_sweep_small_grid(tmp_path, capsys):
     cfg = se.SweepConfig(spreads=(2.0, 50.0), rho_fractions=(0.2, 0.9, 1.1))
     ds = se.sweep(cfg, progress=False)
-    assert ds.entropy_gap.shape == (2, 2, 3)
-    tr = ds.sel(dynamics="truncated")
+    assert ds.entropy_gap.shape == (4, 2, 3)
+    ex = ds.sel(model="truncated/exact", rho_fraction=1.1)
+    assert bool(ex.learned_all.all()) and bool(ex.ordering_holds.all())
+    tr = ds.sel(model="truncated/first_order")
     assert bool(tr.ordering_holds.sel(rho_fraction=[0.2, 0.9]).all())
     assert not bool(tr.learned_all.sel(rho_fraction=1.1).any())
     assert "ordering holds" in se.format_sweep(ds)

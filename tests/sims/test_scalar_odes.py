@@ -38,6 +38,14 @@ CASES = [
     (attn_s_ode(0.3, dynamics="full", a=a_coefficient(0.3, 1.0, 31)), 0.01, 1.2),
     (attn_s_ode(0.3, rho=0.004, dynamics="full", a=a_coefficient(0.3, 1.0, 31)), 0.01, 1.2),
     (attn_s_ode(0.05, rho=0.002, dynamics="full", a=a_coefficient(0.05, 1.0, 8)), 0.005, 1.0),
+    (attn_s_ode(0.3, rho=0.012, sam_form="exact"), 0.01, 1.0),  # beyond (√3/2)ε, below √3ε
+    (
+        attn_s_ode(
+            0.3, rho=0.004, dynamics="full", a=a_coefficient(0.3, 1.0, 31), sam_form="exact"
+        ),
+        0.01,
+        1.2,
+    ),
     (merged_kq_ode(2.0, 1.5), 0.01, 1.1),
     (merged_kq_ode(2.0, 1.5, rho=0.3), 0.01, 1.1),
     (merged_kq_ode(0.7, 3.0, rho=1.0), 1e-3, 0.45),
@@ -201,3 +209,34 @@ def test_regression_full_sam_tiny_rho_near_double_root(rho):
     ode = attn_s_ode(1.0, rho=rho, dynamics="full", a=a_coefficient(1.0, 1.0, 31))
     ref = learning_time(ode, 0.0625, 0.5, method="quad").time
     assert err_units(learning_time(ode, 0.0625, 0.5).time, ref, 1e-11, 0.0) < 1.0
+
+
+def test_exact_sam_is_gd_between_shifted_endpoints():
+    """Exact SAM on the ansatz ray: τ v̇ = g(v − ρ/√3), so t = t_GD(ε − ρ/√3 → u − ρ/√3)."""
+    lam, rho, eps, u, tau = 0.3, 0.012, 0.01, 0.9, 1.5
+    d = rho / math.sqrt(3)
+    ode = attn_s_ode(lam, rho=rho, tau=tau, sam_form="exact")
+    np.testing.assert_allclose(
+        ode.P(np.array([0.2, 0.5])), lam**2 * (np.array([0.2, 0.5]) - d) ** 2
+    )
+    expected = tau / lam**2 * (1 / (eps - d) - 1 / (u - d))
+    assert learning_time(ode, eps, u).time == pytest.approx(expected, rel=1e-13)
+    # threshold is ρ < √3 ε, twice the first-order bound; below it exact SAM stalls (not decays)
+    stall = learning_time(attn_s_ode(lam, rho=1.01 * math.sqrt(3) * eps, sam_form="exact"), eps, u)
+    assert stall.status == "stalls" and "ρ/√3" in stall.message
+    sol = solve(attn_s_ode(lam, rho=1.01 * math.sqrt(3) * eps, sam_form="exact"), (0, 1e6), eps)
+    assert eps < sol.x[-1] < 1.01 * eps  # creeps up towards ρ/√3 and stays below it
+
+
+def test_regression_newton_polish_diverged_at_double_root():
+    """A raw Newton step at the exact-SAM double root ρ/√3 moved it above ε, so a reachable target
+    was reported as stalling (seen as holes in the sweep at ρ/bound = 1.7)."""
+    lam, rho = 0.07514087, 1.7 * math.sqrt(3) / 2 * 0.01
+    ode = attn_s_ode(lam, rho=rho, sam_form="exact")
+    assert np.all(ode.real_roots() == pytest.approx(rho / math.sqrt(3), rel=1e-6))
+    assert learning_time(ode, 0.01, 0.5 * lam ** (-1 / 3)).success
+
+
+def test_sam_form_validation():
+    with pytest.raises(ValueError, match="`sam_form` must be"):
+        attn_s_ode(0.3, rho=0.01, sam_form="second_order")
