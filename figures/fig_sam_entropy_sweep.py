@@ -35,7 +35,9 @@ def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) 
     if recompute or not src.exists():
         cfg = SweepConfig()
         if quick:
-            cfg = SweepConfig(spreads=(2.0, 20.0, 200.0), rho_fractions=tuple(np.arange(1, 22) / 10))
+            cfg = SweepConfig(
+                spreads=(2.0, 20.0, 200.0), rho_fractions=tuple(np.arange(1, 22) / 10)
+            )
         write_netcdf(src, sweep(cfg, progress=False), meta=provenance(cfg))
     out = Path(out_dir) / ("sam_entropy_sweep_quick.png" if quick else "sam_entropy_sweep.png")
     plot_sweep(read_netcdf(src), out)
