@@ -130,25 +130,21 @@ def sam(rho, *, normalize: bool = True) -> optax.GradientTransformationExtraArgs
         ValueError: when ``rho`` is negative or non-finite.
     """
     _check_nonneg("rho", rho, "SAM's radius must be non-negative (rho=0 recovers GD).")
-
-    def init_fn(params):
-        del params
-        return SAMState(grad_norm=jnp.zeros(()))
-
-    def update_fn(updates, state, params=None, *, grad_fn=None, **extra_args):
-        del state, extra_args
-        if params is None:
-            raise ValueError("SAM's `update` needs `params` (the current weights).")
-        _need_grad_fn(grad_fn)
-        out = sam_gradient(grad_fn, params, updates, rho, normalize=normalize)
-        return out, SAMState(grad_norm=global_norm(updates))
-
-    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+    return _sam_transform(
+        "SAM", lambda grad_fn, params, g: sam_gradient(grad_fn, params, g, rho, normalize=normalize)
+    )
 
 
 def sam_flow(rho) -> optax.GradientTransformationExtraArgs:
     """First-order SAM (eqs. 7–8): ``g ↦ (I + ρ H/‖g‖) g`` with ``H g`` via ``jax.jvp(grad_fn)``."""
     _check_nonneg("rho", rho, "SAM's radius must be non-negative (rho=0 recovers GD).")
+    return _sam_transform(
+        "sam_flow", lambda grad_fn, params, g: sam_flow_direction(grad_fn, params, g, rho)
+    )
+
+
+def _sam_transform(name: str, direction) -> optax.GradientTransformationExtraArgs:
+    """Shell shared by the SAM transformations: ``direction(grad_fn, params, g)`` is the math."""
 
     def init_fn(params):
         del params
@@ -157,10 +153,9 @@ def sam_flow(rho) -> optax.GradientTransformationExtraArgs:
     def update_fn(updates, state, params=None, *, grad_fn=None, **extra_args):
         del state, extra_args
         if params is None:
-            raise ValueError("sam_flow's `update` needs `params` (the current weights).")
+            raise ValueError(f"{name}'s `update` needs `params` (the current weights).")
         _need_grad_fn(grad_fn)
-        out = sam_flow_direction(grad_fn, params, updates, rho)
-        return out, SAMState(grad_norm=global_norm(updates))
+        return direction(grad_fn, params, updates), SAMState(grad_norm=global_norm(updates))
 
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
