@@ -576,7 +576,7 @@ class StageReport:
             on group ``g`` (``inf`` if never): the stage in which pattern ``g`` is learned.
         kl_times: ``(h,)`` first step at which ``KL_i`` is within 10% (of its total drop) of its
             minimum.
-        n_stages: distinct learned-pattern times after merging those closer than ``merge`` steps.
+        n_stages: distinct learned-pattern times after merging those within a factor ``ratio``.
         order_ok: patterns learned in the order I(1) -> I(2) -> ... (finite times increasing).
         heads_on_first: the most heads holding >= threshold mass on group 1 at one evaluation
             before pattern 2 is learned (competitive phase: > 1).
@@ -594,13 +594,15 @@ class StageReport:
     n_patterns: int
 
 
-def detect_stages(ds, *, threshold: float = 0.5, merge: float | None = None) -> StageReport:
+def detect_stages(ds, *, threshold: float = 0.5, ratio: float = 1.3) -> StageReport:
     """Stage times and phase diagnostics from a :func:`train` dataset.
 
     Args:
         ds: the result dataset.
         threshold: attention-mass level that counts as "a head attends to this group".
-        merge: steps within which two pattern times count as one stage (default 5% of the run).
+        ratio: two consecutive pattern times ``t < t'`` count as one stage when
+            ``t' <= ratio * t`` (stages are spread on a log time scale; same rule as
+            :func:`sims.markov.tensor_dynamics.count_stages`).
     """
     steps = ds["step"].values
     M = ds["group_mass"].values  # (n, H, h)
@@ -617,9 +619,9 @@ def detect_stages(ds, *, threshold: float = 0.5, merge: float | None = None) -> 
         lo, hi = kl[:, i].min(), kl[0, i]
         hit = np.nonzero(kl[:, i] <= lo + 0.1 * (hi - lo))[0]
         kt[i] = steps[hit[0]]
-    merge = 0.05 * steps[-1] if merge is None else merge
-    fin = np.sort(gt[np.isfinite(gt)])
-    n_stages = int(fin.size > 0) + int(np.sum(np.diff(fin) > merge)) if fin.size else 0
+    from .tensor_dynamics import count_stages
+
+    n_stages = count_stages(np.maximum(gt, 1e-9), ratio=ratio)
     f = gt[np.isfinite(gt)]
     order_ok = bool(np.all(np.isfinite(gt[: f.size])) and np.all(np.diff(f) >= 0))
     before = steps < gt[1] if h > 1 else np.ones_like(steps, dtype=bool)
