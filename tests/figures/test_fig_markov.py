@@ -10,6 +10,7 @@ MODULES = [
     "fig_markov_4",
     "fig_markov_2_3",
     "fig_markov_5",
+    "fig_markov_beyond",
     "fig_markov_6_7",
     "fig_markov_8_9",
 ]
@@ -25,6 +26,7 @@ def test_markov_figures_are_discovered():
         "markov_fig5",
         "markov_fig6_7",
         "markov_fig8_9",
+        "markov_beyond",
     ):
         assert n in names
 

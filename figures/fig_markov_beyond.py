@@ -1,0 +1,95 @@
+"""Beyond the paper: stage uniformity (entropy of learning times) under SAM and upsampling.
+
+Left: stage times of the tensor flow for discrete GD and SAM(rho), several seeds; middle: the
+entropy of the sum-normalised stage times (main paper Eq. 11) vs rho; right: pattern times of the
+minimal transformer for AdamW, SAM(AdamW), hard-cluster upsampling and random upsampling (same
+count). Reads ``results/markov/beyond_uniformity.nc``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from figures import FigureSpec, figure_main  # noqa: E402
+from sims.markov import experiments as X  # noqa: E402
+
+FIGURE = FigureSpec(
+    name="markov_beyond",
+    title="Does SAM or upsampling make the Markov stages more uniform?",
+    paper_ref="beyond the paper (seed004 x main paper Eq. 11)",
+    result_file="markov/beyond_uniformity.nc",
+    producer="python -m figures.fig_markov_beyond --recompute",
+)
+
+
+def compute(scale: str):
+    """ODE GD/SAM sweep + minimal-model AdamW/SAM/upsampling runs, merged."""
+    import xarray as xr
+
+    from sims.markov.beyond import minimal_uniformity, ode_uniformity
+
+    if scale == "quick":
+        ode = ode_uniformity(rhos=(0.0, 0.1), seeds=[0], lr=0.2, steps=2000, T=8,
+                             init_std=1e-3, record_every=10)  # fmt: skip
+    else:
+        ode = ode_uniformity()
+    mm, _ = minimal_uniformity(X.minimal_exp(scale))
+    ode = ode.rename({k: f"ode_{k}" for k in ode.data_vars})
+    mm = mm.rename({k: f"mm_{k}" for k in mm.data_vars})
+    ds = xr.merge([ode, mm], combine_attrs="drop")
+    ds.attrs = {"scale": scale, **{f"mm_{k}": v for k, v in mm.attrs.items()}}
+    return ds
+
+
+def plot(ds, out: Path, scale: str) -> list[Path]:
+    """Three panels."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4), constrained_layout=True)
+    for i, r in enumerate(ds.rho.values):
+        st = ds.ode_stage_time.sel(rho=r).values  # (seed, stage)
+        for s in range(st.shape[0]):
+            axes[0].plot([1, 2, 3], st[s], "o-", color=f"C{i}", alpha=0.6,
+                         label=f"rho={r:g}" if s == 0 else None)  # fmt: skip
+    axes[0].set(yscale="log", xlabel="stage", ylabel="time", title="tensor flow stage times")
+    axes[0].legend(fontsize=7)
+    for var, mk in (("ode_entropy_times", "o-"), ("ode_entropy_durations", "s--")):
+        m, sd = ds[var].mean("seed"), ds[var].std("seed")
+        axes[1].errorbar(ds.rho.values, m, sd, fmt=mk, label=var[4:], capsize=3)
+    axes[1].set(xlabel="SAM rho (0 = GD)", ylabel="entropy (nats)", title="uniformity (Eq. 11)")
+    axes[1].legend(fontsize=7)
+    for i, run in enumerate(ds.run.values):
+        t = ds.mm_pattern_time.sel(run=run).values
+        h = float(ds.mm_entropy_times.sel(run=run))
+        axes[2].plot(np.arange(1, len(t) + 1), t, "o-", color=f"C{i}", label=f"{run} H={h:.3f}")
+    axes[2].set(yscale="log", xlabel="group", ylabel="step", title="minimal model pattern times")
+    axes[2].legend(fontsize=7)
+    fig.suptitle(f"Stage uniformity under SAM / upsampling ({scale})")
+    path = out / "markov_beyond.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
+    """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
+    scale = X.scale_from_env(quick)
+    rel = FIGURE.result_file if scale == "cpu" else FIGURE.result_file.replace(
+        "markov/", f"markov/{scale}/")  # fmt: skip
+    ds = X.run_or_load(Path(results_dir) / rel, lambda: compute(scale), recompute=recompute,
+                       config={"figure": FIGURE.name, "scale": scale}, seed=0)  # fmt: skip
+    return plot(ds, Path(out_dir), scale)
+
+
+def main(argv=None) -> int:
+    """Command line: ``python -m figures.fig_markov_beyond [--quick] [--recompute]``."""
+    return figure_main(make, FIGURE, argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
