@@ -127,31 +127,21 @@ class MinimalAttention(nn.Module):
         if L != c.L:
             raise ValueError(f"`idx` must have length L={c.L}; got {idx.shape=}.")
         Tq = L - c.w
-        # Query side: A_k x~_p = A_k[:, x_p] + A_k[:, d + p], i.e. the sum of two rows of A_k^T,
-        # looked up for all heads at once as a 2-row embedding bag (layout (B, Tq, H)).
-        At = self.A.transpose(1, 2).reshape(H * D, D)  # (H*D, D); row k*D+c = A_k[:, c]
-        hoff = torch.arange(H, device=idx.device) * D  # (H,)
-        xq = idx[:, c.w - 1 : L - 1]  # (B, Tq) query tokens
-        bag = torch.stack(
-            torch.broadcast_tensors(xq[:, :, None] + hoff, (d + self.qpos)[None, :, None] + hoff),
-            dim=-1,
-        )  # (B, Tq, H, 2)
-        R = F.embedding_bag(bag.view(-1, 2), At, mode="sum").view(B, Tq * H, D)  # (B, Tq*H, D)
-        # Key side: score(p, j) = x~_j^T (A_k x~_p) with x~_j = [e_{x_j}; e_j].
-        onehot = F.one_hot(idx, d).to(R.dtype)  # (B, L, d)
-        eye = torch.eye(L, dtype=R.dtype, device=idx.device).expand(B, L, L)  # (B, L, L)
-        Xt = torch.cat([onehot, eye], dim=-1)  # (B, L, D)
+        onehot = F.one_hot(idx, d).to(self.A.dtype)  # (B, L, d)
+        eye = torch.eye(L, dtype=onehot.dtype, device=idx.device).expand(B, L, L)  # (B, L, L)
+        Xt = torch.cat([onehot, eye], dim=-1)  # (B, L, D) columns x~_j = [e_{x_j}; e_j]
+        # Query side: A_k x~_p for every head at once (one-hot matmuls beat gathers' backward).
+        Xq = Xt[:, c.w - 1 : L - 1].reshape(B * Tq, D)  # (B*Tq, D) scored queries
+        Wq = self.A.transpose(1, 2).permute(1, 0, 2).reshape(D, H * D)  # (D, H*D) [A_1^T..A_H^T]
+        R = (Xq @ Wq).view(B, Tq * H, D)  # (B, Tq*H, D): row (q, k) = (A_k x~_p)^T
+        # Key side: score(p, j) = x~_j^T (A_k x~_p).
         score = torch.bmm(R, Xt.transpose(1, 2)).view(B, Tq, H, L)  # (B, Tq, H, L)
         att = torch.softmax(score + self.bias, dim=-1)  # (B, Tq, H, L); bias (Tq, 1, L)
-        # Values: V_k x~_j = V_k[:, x_j] + V_k[:, d + j] for every key j, heads stacked on keys.
-        Vt = self.V.transpose(1, 2).reshape(H * D, d)  # (H*D, d); row k*D+c = V_k[:, c]
-        pos = torch.arange(L, device=idx.device)
-        vbag = torch.stack(
-            torch.broadcast_tensors(idx[:, None, :] + hoff[:, None], d + pos + hoff[:, None]),
-            dim=-1,
-        )  # (B, H, L, 2)
-        U = F.embedding_bag(vbag.view(-1, 2), Vt, mode="sum").view(B, H * L, d)  # (B, H*L, d)
-        logits = torch.bmm(att.reshape(B, Tq, H * L), U)  # (B, Tq, H*L) @ (B, H*L, d)
+        # Values: V_k x~_j for every key j and head k, laid out (B, L*H, d).
+        Wv = self.V.transpose(1, 2).permute(1, 0, 2).reshape(D, H * d)  # (D, H*d) [V_1^T..V_H^T]
+        U = (Xt.reshape(B * L, D) @ Wv).view(B, L * H, d)  # (B, L*H, d): row (j, k) = V_k x~_j
+        a = att.transpose(2, 3).reshape(B, Tq, L * H)  # (B, Tq, L*H)
+        logits = torch.bmm(a, U)  # (B, Tq, L*H) @ (B, L*H, d) -> (B, Tq, d)
         att = att.permute(2, 0, 1, 3)  # (H, B, Tq, L)
         return (logits, att) if return_attn else logits
 
