@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main  # noqa: E402
+from figures._markov import make_scaled  # noqa: E402
 from sims.markov import experiments as X  # noqa: E402
 from sims.markov.train import detect_stages, train  # noqa: E402
 
@@ -74,20 +75,9 @@ def plot(ds, out: Path, scale: str) -> list[Path]:
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
-    scale = X.scale_from_env(quick)
-    rel = (
-        FIGURE.result_file
-        if scale == "cpu"
-        else FIGURE.result_file.replace("markov/", f"markov/{scale}/")
+    return make_scaled(
+        FIGURE, compute, plot, out_dir, results_dir=results_dir, quick=quick, recompute=recompute
     )
-    ds = X.run_or_load(
-        Path(results_dir) / rel,
-        lambda: compute(scale),
-        recompute=recompute,
-        config={"figure": FIGURE.name, "scale": scale},
-        seed=0,
-    )
-    return plot(ds, Path(out_dir), scale)
 
 
 def main(argv=None) -> int:

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main  # noqa: E402
+from figures._markov import make_scaled  # noqa: E402
 from sims.markov import experiments as X  # noqa: E402
 
 FIGURE = FigureSpec(
@@ -78,12 +79,9 @@ def plot(ds, out: Path, scale: str) -> list[Path]:
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
-    scale = X.scale_from_env(quick)
-    rel = FIGURE.result_file if scale == "cpu" else FIGURE.result_file.replace(
-        "markov/", f"markov/{scale}/")  # fmt: skip
-    ds = X.run_or_load(Path(results_dir) / rel, lambda: compute(scale), recompute=recompute,
-                       config={"figure": FIGURE.name, "scale": scale}, seed=0)  # fmt: skip
-    return plot(ds, Path(out_dir), scale)
+    return make_scaled(
+        FIGURE, compute, plot, out_dir, results_dir=results_dir, quick=quick, recompute=recompute
+    )
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,38 @@
+"""Shared ``make`` of the seed-004 figure modules: pick the scale, run or load, render.
+
+The scale is ``"quick"`` when asked, else ``$MARKOV_SCALE`` (default ``"cpu"``); results of the
+non-default scales live under ``results/markov/<scale>/`` so they never overwrite each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from figures import FigureSpec
+from sims.markov import experiments as X
+
+
+def make_scaled(
+    spec: FigureSpec,
+    compute: Callable[[str], object],
+    plot: Callable[[object, Path, str], list[Path]],
+    out_dir,
+    *,
+    results_dir,
+    quick: bool = False,
+    recompute: bool = False,
+) -> list[Path]:
+    """Compute ``spec``'s result at the chosen scale if needed (with provenance) and render it."""
+    scale = X.scale_from_env(quick)
+    rel = spec.result_file
+    if scale != "cpu":
+        rel = rel.replace("markov/", f"markov/{scale}/")
+    ds = X.run_or_load(
+        Path(results_dir) / rel,
+        lambda: compute(scale),
+        recompute=recompute,
+        config={"figure": spec.name, "scale": scale},
+        seed=0,
+    )
+    return plot(ds, Path(out_dir), scale)
