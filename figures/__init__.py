@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["FigureSpec", "discover", "figure_main", "DEFAULT_OUT", "DEFAULT_RESULTS"]
+__all__ = ["FigureSpec", "discover", "figure_main", "save_figure", "DEFAULT_OUT", "DEFAULT_RESULTS"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "figures" / "out"
@@ -64,6 +64,17 @@ def discover() -> dict[str, ModuleType]:
             raise ValueError(f"two figure modules are named {spec.name!r}.")
         found[spec.name] = mod
     return found
+
+
+def save_figure(fig, path: str | Path, *, dpi: int = 120) -> Path:
+    """Write ``fig`` to ``path`` (creating the folder) and close it; return the path."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
 
 
 def figure_main(

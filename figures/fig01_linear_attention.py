@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from figures import FigureSpec, figure_main
+from figures import FigureSpec, figure_main, save_figure
 
 FIGURE = FigureSpec(
     name="la_fig1",
@@ -105,12 +105,14 @@ def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) 
         fontsize=9,
     )
     fig.tight_layout()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    target = out / ("fig01_linear_attention_quick.png" if quick else "fig01_linear_attention.png")
-    fig.savefig(target, dpi=150)
-    plt.close(fig)
-    return [target]
+    return [
+        save_figure(
+            fig,
+            Path(out_dir)
+            / ("fig01_linear_attention_quick.png" if quick else "fig01_linear_attention.png"),
+            dpi=150,
+        )
+    ]
 
 
 def main(argv=None) -> int:

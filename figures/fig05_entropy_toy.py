@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from figures import FigureSpec, figure_main  # noqa: E402
+from figures import FigureSpec, figure_main, save_figure  # noqa: E402
 
 FIGURE = FigureSpec(
     name="entropy_toy",
@@ -66,9 +66,7 @@ def plot(ds, path: str | Path | None = None):
         axp.axhline(1 / 3, color="gray", ls=":")
         axp.set(ylim=(0, 1), xticks=ds.feature.values, xlabel="feature", ylabel="p_i")
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=130)
-        plt.close(fig)
+        save_figure(fig, path, dpi=130)
     return fig
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from figures import FigureSpec, figure_main
+from figures import FigureSpec, figure_main, save_figure
 
 FIGURE = FigureSpec(
     name="la_theory_vs_sim",
@@ -85,12 +85,14 @@ def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) 
     cfg = ds.attrs.get("config", {})
     fig.suptitle(f"ATTN_S on the ansatz, ε={cfg.get('eps')}, c={cfg.get('fraction')}", fontsize=9)
     fig.tight_layout()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    target = out / ("fig_la_theory_vs_sim_quick.png" if quick else "fig_la_theory_vs_sim.png")
-    fig.savefig(target, dpi=150)
-    plt.close(fig)
-    return [target]
+    return [
+        save_figure(
+            fig,
+            Path(out_dir)
+            / ("fig_la_theory_vs_sim_quick.png" if quick else "fig_la_theory_vs_sim.png"),
+            dpi=150,
+        )
+    ]
 
 
 def main(argv=None) -> int:

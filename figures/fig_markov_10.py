@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from figures import FigureSpec, figure_main  # noqa: E402
+from figures import FigureSpec, figure_main, save_figure  # noqa: E402
 from sims.markov.experiments import flow_config, run_or_load, scale_from_env  # noqa: E402
 from sims.markov.plotting import HEAD_COLORS, mark_stages  # noqa: E402
 from sims.markov.tensor_dynamics import solve_flow, stage_times  # noqa: E402
@@ -74,10 +74,7 @@ def plot(ds, path: Path) -> Path:
     axes[2].legend(fontsize=6, ncol=2)
     for ax in axes:
         mark_stages(ax, st)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:

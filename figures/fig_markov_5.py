@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from figures import FigureSpec, figure_main  # noqa: E402
+from figures import FigureSpec, figure_main, save_figure  # noqa: E402
 from figures._markov import make_scaled  # noqa: E402
 from sims.markov import experiments as X  # noqa: E402
 from sims.markov.train import detect_stages  # noqa: E402
@@ -72,11 +72,7 @@ def plot(ds, out: Path, scale: str) -> list[Path]:
     )
     axes[0].legend(fontsize=7)
     fig.suptitle(f"Fig. 5 ({scale})")
-    path = out / "markov_fig5.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out / "markov_fig5.png", dpi=110)]
 
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:

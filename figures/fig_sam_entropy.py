@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from figures import FigureSpec, figure_main  # noqa: E402
+from figures import FigureSpec, figure_main, save_figure  # noqa: E402
 from sims.entropy import lorenz_curve  # noqa: E402
 
 FIGURE = FigureSpec(
@@ -85,9 +85,7 @@ def plot(ds, path: str | Path | None = None):
            title="Majorization margins (all ≥ 0 ⇔ GD ≻ SAM)")  # fmt: skip
     ax.legend(fontsize=7)
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        save_figure(fig, path, dpi=120)
     return fig
 
 
@@ -116,9 +114,7 @@ def plot_sweep(ds, path: str | Path | None = None):
     for ax in np.ravel(axes)[len(models) :]:
         ax.set_visible(False)
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        save_figure(fig, path, dpi=120)
     return fig
 
 

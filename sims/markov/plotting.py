@@ -76,6 +76,8 @@ def training_figure(ds, path, title: str, *, reference: bool = False, n_maps: in
     """
     import matplotlib.pyplot as plt
 
+    from figures import save_figure
+
     from .train import detect_stages
 
     rep = detect_stages(ds)
@@ -101,7 +103,4 @@ def training_figure(ds, path, title: str, *, reference: bool = False, n_maps: in
         ax.set_title("KL(restricted-context model || model)")
     fig.suptitle(f"{title}  |  pattern times {rep.group_times.tolist()}, stages {rep.n_stages}",
                  fontsize=10)  # fmt: skip
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)
