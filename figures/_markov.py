@@ -13,6 +13,22 @@ from figures import FigureSpec
 from sims.markov import experiments as X
 
 
+def scaled_make(
+    spec: FigureSpec,
+    compute: Callable[[str], object],
+    plot: Callable[[object, Path, str], list[Path]],
+) -> Callable[..., list[Path]]:
+    """The registry's ``make(out_dir, *, results_dir, quick, recompute)`` for a Markov figure."""
+
+    def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
+        """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
+        return make_scaled(
+            spec, compute, plot, out_dir, results_dir=results_dir, quick=quick, recompute=recompute
+        )
+
+    return make
+
+
 def make_scaled(
     spec: FigureSpec,
     compute: Callable[[str], object],

@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 from figures import FigureSpec, figure_main  # noqa: E402
-from figures._markov import make_scaled  # noqa: E402
+from figures._markov import scaled_make  # noqa: E402
 from sims.markov import experiments as X  # noqa: E402
 from sims.markov.plotting import training_figure  # noqa: E402
 
@@ -39,11 +39,7 @@ def plot(ds, out: Path, scale: str) -> list[Path]:
     return [training_figure(ds, out / "markov_fig1.png", f"Fig. 1 minimal model ({scale})")]
 
 
-def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
-    """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
-    return make_scaled(
-        FIGURE, compute, plot, out_dir, results_dir=results_dir, quick=quick, recompute=recompute
-    )
+make = scaled_make(FIGURE, compute, plot)
 
 
 def main(argv=None) -> int:

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main, save_figure  # noqa: E402
-from figures._markov import make_scaled  # noqa: E402
+from figures._markov import scaled_make  # noqa: E402
 from sims.markov import experiments as X  # noqa: E402
 from sims.markov.train import detect_stages, train  # noqa: E402
 
@@ -69,11 +69,7 @@ def plot(ds, out: Path, scale: str) -> list[Path]:
     return [save_figure(fig, out / "markov_fig4.png", dpi=110)]
 
 
-def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
-    """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
-    return make_scaled(
-        FIGURE, compute, plot, out_dir, results_dir=results_dir, quick=quick, recompute=recompute
-    )
+make = scaled_make(FIGURE, compute, plot)
 
 
 def main(argv=None) -> int:

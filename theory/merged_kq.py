@@ -180,6 +180,13 @@ def check_b1() -> CheckResult:
                        "R^{d²})")  # fmt: skip
 
 
+def _vec_gradient_residual(sign: int) -> sp.Matrix:
+    """Differentiated ∇_{w₁}L minus the Kronecker form with ``sign`` on its second term (B.1)."""
+    w2, W1, b, C, L = _two_layer()
+    g1 = sp.Matrix([sp.diff(L, x) for x in colvec(W1)])
+    return sp.expand(g1 - _vec_grad_printed(w2, W1, b, C, sign=sign))
+
+
 @claim(
     "b1_vec_gradient_as_printed",
     "main, App. B.1",
@@ -187,9 +194,7 @@ def check_b1() -> CheckResult:
 )
 def check_vec_gradient_printed() -> CheckResult:
     """The printed Kronecker form of ∇_{w₁}L (sign of the second term) against differentiation."""
-    w2, W1, b, C, L = _two_layer()
-    g1 = sp.Matrix([sp.diff(L, x) for x in colvec(W1)])
-    diff = sp.expand(g1 - _vec_grad_printed(w2, W1, b, C, sign=-1))
+    diff = _vec_gradient_residual(sign=-1)
     nz = [x for x in diff if x != 0]
     return CheckResult(not nz, sp.factor(nz[0]) if nz else 0, "H = 2, dim z = 2", "symbolic")
 
@@ -202,14 +207,17 @@ def check_vec_gradient_printed() -> CheckResult:
 )
 def check_vec_gradient_corrected() -> CheckResult:
     """Corrected sign (+), consistent with ∇_{W₁}L and with H = +2(E[zzᵀ]⊗w₂w₂ᵀ)."""
-    w2, W1, b, C, L = _two_layer()
-    g1 = sp.Matrix([sp.diff(L, x) for x in colvec(W1)])
-    diff = sp.expand(g1 - _vec_grad_printed(w2, W1, b, C, sign=+1))
+    diff = _vec_gradient_residual(sign=+1)
     p = check_vec_gradient_printed()
-    return CheckResult(diff == sp.zeros(*diff.shape), 0, "H = 2, dim z = 2", "symbolic",
-                       "printed '-vec(w₂w₂ᵀW₁E[zzᵀ])' / '-2(E[zzᵀ]⊗w₂w₂ᵀ)w₁' must be "
-                       f"'+2vec(...)' / '+2(...)w₁'; printed minus derived, first entry: "
-                       f"{p.residual}")
+    return CheckResult(
+        diff == sp.zeros(*diff.shape),
+        0,
+        "H = 2, dim z = 2",
+        "symbolic",
+        "printed '-vec(w₂w₂ᵀW₁E[zzᵀ])' / '-2(E[zzᵀ]⊗w₂w₂ᵀ)w₁' must be "
+        f"'+2vec(...)' / '+2(...)w₁'; printed minus derived, first entry: "
+        f"{p.residual}",
+    )
 
 
 @claim(
@@ -232,8 +240,13 @@ def check_attn_m_manifolds() -> CheckResult:
            **{C[i, j]: Cn[i, j] for i in range(D) for j in range(D)}}  # fmt: skip
     on = sp.expand(grads.subs(sub, simultaneous=True))
     ok = at0 == sp.zeros(*at0.shape) and on == sp.zeros(*on.shape)
-    return CheckResult(ok, 0 if ok else on, "H = 2, dim z = 2; generic b, R (free symbols)",
-                       "symbolic", "M_* contains a whole affine family (free R) of fixed points")
+    return CheckResult(
+        ok,
+        0 if ok else on,
+        "H = 2, dim z = 2; generic b, R (free symbols)",
+        "symbolic",
+        "M_* contains a whole affine family (free R) of fixed points",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,10 +294,13 @@ def check_z_moments() -> CheckResult:
     exact = (Sn @ Sn).flatten(order="F")
     zmax = float(np.max(np.abs(mc - exact) / se))
     ok = r1.holds and r2.holds and r3.holds and zmax < 5
-    return CheckResult(ok, max(float(np.max(np.abs(mc - exact))), 0.0),
-                       "symbolic: d = 2 general Σ; white case d = 3; MC: 200k draws, N = 4",
-                       "symbolic+monte-carlo",
-                       f"MC of E[y_q z] within {zmax:.2f} s.e.; so γ = ‖E[y_q z]‖ = ‖Σ²‖_F")
+    return CheckResult(
+        ok,
+        max(float(np.max(np.abs(mc - exact))), 0.0),
+        "symbolic: d = 2 general Σ; white case d = 3; MC: 200k draws, N = 4",
+        "symbolic+monte-carlo",
+        f"MC of E[y_q z] within {zmax:.2f} s.e.; so γ = ‖E[y_q z]‖ = ‖Σ²‖_F",
+    )
 
 
 @claim(
@@ -299,8 +315,13 @@ def check_gamma_statement() -> CheckResult:
     gamma = sp.sqrt(sum(x**2 for x in colvec(Sigma**2)))
     resid = sp.simplify(gamma - sp.sqrt((Sigma**2).trace()))
     val = resid.subs({lam[0]: 2, lam[1]: 1})
-    return CheckResult(bool(resid == 0), val, "Σ = diag(λ₁, λ₂); numbers at Σ = diag(2, 1)",
-                       "symbolic", f"γ - ‖Σ‖_F = {resid}; equality iff Σλ⁴ = Σλ² (e.g. Σ = I)")
+    return CheckResult(
+        bool(resid == 0),
+        val,
+        "Σ = diag(λ₁, λ₂); numbers at Σ = diag(2, 1)",
+        "symbolic",
+        f"γ - ‖Σ‖_F = {resid}; equality iff Σλ⁴ = Σλ² (e.g. Σ = I)",
+    )
 
 
 @claim(
@@ -486,9 +507,13 @@ def check_lemma_b5_printed() -> CheckResult:
     r = is_zero(_tau * sp.diff(u, _t) - u * (_g + _r * _a * u),
                 domain={_t: (0.0, 0.2), u0: (0.01, 0.2)})  # fmt: skip
     r0 = is_zero(u.subs(_t, 0) - u0, domain={u0: (0.01, 0.2)})
-    return CheckResult(r.holds and r0.holds, r.residual if not r.holds else r0.residual,
-                       "t small enough that the denominator stays positive", r.method,
-                       "the printed u(t) is u(0)² at t = 0: the square belongs to s(t)")
+    return CheckResult(
+        r.holds and r0.holds,
+        r.residual if not r.holds else r0.residual,
+        "t small enough that the denominator stays positive",
+        r.method,
+        "the printed u(t) is u(0)² at t = 0: the square belongs to s(t)",
+    )
 
 
 @claim(
@@ -527,8 +552,10 @@ def check_small_s() -> CheckResult:
     full = sp.expand(sam_ode_rhs(u**2, _g, _a, _r))
     kept = 2 * _g * u**2 + 2 * _r * _a * u**3
     dropped = sp.expand(full - kept)
-    ok = sp.Poly(dropped, u).monoms() == [(4,)] and sp.expand(
-        gd_ode_rhs(u**2, _g, _a) - 2 * _g * u**2) == -2 * _a * u**4
+    ok = (
+        sp.Poly(dropped, u).monoms() == [(4,)]
+        and sp.expand(gd_ode_rhs(u**2, _g, _a) - 2 * _g * u**2) == -2 * _a * u**4
+    )
     return CheckResult(bool(ok), 0 if ok else dropped, "s -> 0 (u = √s)", "symbolic",
                        f"dropped term: {dropped}")  # fmt: skip
 
@@ -585,7 +612,10 @@ def check_delta_t_series() -> CheckResult:
 def check_b2_equilibria() -> CheckResult:
     """Signs around γ/α; the smooth ODE (without sign) would instead stop at √s = r₊ > √(γ/α)."""
     eps = sp.Symbol("eta", positive=True)
-    sgn_rhs = lambda s: 2 * s * (_g - _a * s) + 2 * sp.sign(_g - _a * s) * _r * _a * s ** sp.Rational(3, 2)  # noqa: E501, E731
+
+    def sgn_rhs(s):
+        return 2 * s * (_g - _a * s) + 2 * sp.sign(_g - _a * s) * _r * _a * s ** sp.Rational(3, 2)
+
     below = sp.simplify(sgn_rhs(_g / _a - eps).subs(eps, _g / (10 * _a)))
     above_expr = sgn_rhs(_g / _a + eps)
     above = sp.simplify(above_expr)
@@ -599,9 +629,13 @@ def check_b2_equilibria() -> CheckResult:
     fin = F_end.subs({_g: 1, _a: 2, _r: sp.Rational(1, 10), _s0: sp.Rational(1, 100)})
     ok = (at == 0 and below.is_positive and above.is_negative and smooth_at_rp == 0
           and gap.is_positive and sp.N(fin).is_finite)  # fmt: skip
-    return CheckResult(bool(ok), 0 if ok else [at, below, above],
-                       "γ, α, ρ > 0; η > 0 (η = γ/(10α) below)", "symbolic",
-                       f"rhs(γ/α − γ/(10α)) = {below} > 0, rhs(γ/α + η) < 0: {above.is_negative}; "
-                       f"the smooth ODE vanishes at s = r₊² = γ/α + {sp.factor(gap)} instead; "
-                       f"γ/α is reached in finite time (t/τ = {sp.N(fin, 4)} for γ=1, α=2, ρ=0.1, "
-                       "s₀=0.01), so it is a Filippov-type (non-smooth) attracting point")
+    return CheckResult(
+        bool(ok),
+        0 if ok else [at, below, above],
+        "γ, α, ρ > 0; η > 0 (η = γ/(10α) below)",
+        "symbolic",
+        f"rhs(γ/α − γ/(10α)) = {below} > 0, rhs(γ/α + η) < 0: {above.is_negative}; "
+        f"the smooth ODE vanishes at s = r₊² = γ/α + {sp.factor(gap)} instead; "
+        f"γ/α is reached in finite time (t/τ = {sp.N(fin, 4)} for γ=1, α=2, ρ=0.1, "
+        "s₀=0.01), so it is a Filippov-type (non-smooth) attracting point",
+    )
