@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import importlib
 import pkgutil
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -81,8 +82,10 @@ def figure_main(
     make: Callable[..., list[Path]], spec: FigureSpec, argv: Sequence[str] | None = None
 ) -> int:
     """Command-line wrapper shared by every figure module's ``main``."""
+    mod = sys.modules.get(make.__module__)  # under `python -m`, __spec__ keeps the real name
+    name = getattr(getattr(mod, "__spec__", None), "name", None) or make.__module__
     parser = argparse.ArgumentParser(
-        prog=f"python -m figures.{make.__module__.rsplit('.', 1)[-1]}",
+        prog=f"python -m {name}",
         description=f"{spec.title} ({spec.paper_ref}).",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")

@@ -26,6 +26,7 @@ def scaled_make(
             spec, compute, plot, out_dir, results_dir=results_dir, quick=quick, recompute=recompute
         )
 
+    make.__module__ = compute.__module__  # the figure module: names its CLI (`--help`)
     return make
 
 

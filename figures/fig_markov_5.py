@@ -1,8 +1,15 @@
 """Seed 004 Figure 5: dataset size. Fewer stages with fewer training sequences (App. C.2).
 
-Left: validation (excess) loss curves per size with the best step marked; right: KL to the
-restricted-context models (c = one, two, all groups) per size. Full model at the paper scale; the
-minimal model (restricted contexts c = 2, 4, 6) at the quick/CPU scales to stay within minutes.
+Left: validation (excess) loss curves per size (first seed) with the best step marked; middle:
+KL to the restricted models (context = one, two, all groups) per size; right: the number of
+learned stages at the end and at the best (early-stopping) step, per size and seed.
+
+* paper scale: the full model, KL to trained restricted-context models (c = 4, 8, 12), as in
+  the paper; one seed (one GPU, runs in sequence).
+* CPU scale: the minimal model (:func:`sims.markov.experiments.sweep_exp`: d = 20, lr 2e-2, 4000
+  steps), two seeds, and KL to the restricted *ground truths* f_{A*_1:i} (Eq. 3) instead of
+  trained restricted-context models, which would cost three more runs per size; the runs go in
+  parallel over the cores (:func:`sims.parallel.pmap`). About 5 min on 2 cores.
 """
 
 from __future__ import annotations
@@ -18,60 +25,105 @@ import numpy as np  # noqa: E402
 from figures import FigureSpec, figure_main, save_figure  # noqa: E402
 from figures._markov import scaled_make  # noqa: E402
 from sims.markov import experiments as X  # noqa: E402
-from sims.markov.train import detect_stages  # noqa: E402
+from sims.markov.train import detect_stages, train  # noqa: E402
 
 FIGURE = FigureSpec(
     name="markov_fig5",
-    title="Dataset size: fewer stages with less data; KL to restricted-context models",
+    title="Dataset size: fewer stages with less data; KL to restricted models",
     paper_ref="seed004 Figure 5, App. C.2",
     result_file="markov/fig5_datasize.nc",
     producer="python -m figures.fig_markov_5 --recompute",
 )
 
-SIZES = {"quick": (32, 64), "cpu": (500, 1000, 3000, 9000), "paper": (1000, 2000, 4000, 9000)}
+SIZES = {"quick": (32, 64), "cpu": (500, 1500, 4000, 9000), "paper": (1000, 2000, 4000, 9000)}
+SEEDS = {"quick": (0,), "cpu": (0, 1), "paper": (0,)}
+KL_TO = {
+    "paper": "trained restricted-context models (c = one, two, all groups)",
+    "cpu": "restricted ground truths f_{A*_1:i} (Eq. 3)",
+    "quick": "restricted ground truths f_{A*_1:i} (Eq. 3)",
+}
+
+
+def run_size(job: tuple[str, int, int]):
+    """One (scale, size, seed) run: curves plus stage counts at the end and at the best step."""
+    scale, n, seed = job
+    if scale == "paper":
+        exp = X.reseed(X.full_exp(scale, n_train=n, batch_size=min(n, 3000)), seed)
+        ds = X.train_with_references(exp)
+        kl = ds["kl_reference"]
+    else:
+        bs = min(n, 32 if scale == "quick" else 250)
+        ds = train(X.reseed(X.sweep_exp(scale, n_train=n, batch_size=bs), seed)).ds
+        kl = ds["kl_restricted"]
+    rep = detect_stages(ds)
+    i_best = int(np.argmin(ds.excess_loss.values))
+    best_step = int(ds.step[i_best])
+    kl = kl.rename({kl.dims[1]: "reference"}).assign_coords(
+        reference=[f"c{i + 1}" for i in range(kl.shape[1])]
+    )
+    out = ds[["excess_loss"]].assign(kl_context=kl)
+    out["n_stages"] = rep.n_stages
+    out["n_stages_at_best"] = int(np.isfinite(rep.group_times[rep.group_times <= best_step]).sum())
+    out["best_step"] = best_step
+    out["best_excess"] = float(ds.excess_loss[i_best])
+    out["closest_at_best"] = int(np.argmin(kl.values[i_best])) + 1  # nearest restricted model
+    return out
 
 
 def compute(scale: str):
-    """Per size: restricted-context models then the unrestricted one (``size`` dimension)."""
+    """All (size, seed) runs, in parallel on CPU, as one dataset with ``size`` and ``seed``."""
     import xarray as xr
 
-    out = []
-    for n in SIZES[scale]:
-        bs = min(n, 32 if scale == "quick" else (500 if scale == "cpu" else 3000))
-        exp = (X.full_exp(scale, n_train=n, batch_size=bs) if scale == "paper"
-               else X.minimal_exp(scale, n_train=n, batch_size=bs))  # fmt: skip
-        ds = X.train_with_references(exp)
-        ds = ds[["excess_loss", "kl_reference", "kl_restricted", "group_mass"]]
-        ds = ds.assign_coords(reference=[f"c{i + 1}" for i in range(ds.sizes["reference"])])
-        rep = detect_stages(ds)
-        ds["n_stages"] = rep.n_stages
-        ds["best_step"] = int(ds.step[int(ds.excess_loss.argmin())])
-        out.append(ds)
-    ds = xr.concat(out, dim="size", coords="minimal", compat="override")
-    ds = ds.assign_coords(size=list(SIZES[scale]))
-    ds.attrs = {"scale": scale}
+    from sims.parallel import pmap
+
+    jobs = [(scale, n, s) for n in SIZES[scale] for s in SEEDS[scale]]
+    workers = 1 if scale in ("quick", "paper") else None
+    runs = pmap(run_size, jobs, workers=workers, desc="Fig. 5 (size, seed) runs")
+    ns = len(SEEDS[scale])
+    rows = [
+        xr.concat(runs[i * ns : (i + 1) * ns], dim="seed", coords="minimal", compat="override")
+        for i in range(len(SIZES[scale]))
+    ]
+    ds = xr.concat(rows, dim="size", coords="minimal", compat="override")
+    ds = ds.assign_coords(size=list(SIZES[scale]), seed=list(SEEDS[scale]))
+    ds.attrs = {
+        "scale": scale,
+        "kl_to": KL_TO[scale],
+        "config_of_first_run": runs[0].attrs["config"],  # the others differ in n_train, seeds
+        "run_seconds": [float(r.attrs["seconds"]) for r in runs],
+    }
     return ds
 
 
 def plot(ds, out: Path, scale: str) -> list[Path]:
-    """Loss curves per size (left), KL to restricted-context models per size (right)."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    """Loss curves and KL per size (first seed); stage counts per size and seed."""
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4), constrained_layout=True)
     colors = plt.cm.viridis(np.linspace(0, 0.9, ds.sizes["size"]))
+    s0 = ds.seed.values[0]
     for col, n in zip(colors, ds["size"].values, strict=True):
-        r = ds.sel(size=n)
-        axes[0].plot(r.step, r.excess_loss, color=col, label=f"n={n} ({int(r.n_stages)} stages)")
+        r = ds.sel(size=n, seed=s0)
+        axes[0].plot(r.step, r.excess_loss, color=col,
+                     label=f"n={n} ({int(r.n_stages)} stages, {int(r.n_stages_at_best)} at best)")
         axes[0].axvline(int(r.best_step), color=col, ls="--", lw=0.7)
         for j, ls in zip(range(r.sizes["reference"]), ["-", "--", ":"], strict=False):
-            axes[1].plot(r.step, r.kl_reference[:, j], color=col, ls=ls)
-    axes[0].set(xlabel="step", ylabel="excess (validation) loss", yscale="log")
-    axes[1].set(
-        xlabel="step",
-        ylabel="KL(restricted-context || model)",
-        yscale="log",
-        title="context: one group -, two --, all :",
-    )
+            axes[1].plot(r.step, r.kl_context[:, j], color=col, ls=ls)
+            axes[1].axvline(int(r.best_step), color=col, ls="--", lw=0.5)
+    axes[0].set(xlabel="step", ylabel="excess (validation) loss", yscale="log",
+                title=f"seed {s0}; dashed: best step")  # fmt: skip
+    axes[1].set(xlabel="step", ylabel="KL(restricted || model)", yscale="log",
+                title="restricted to one group -, two --, all :")  # fmt: skip
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"Fig. 5 ({scale})")
+    x = np.arange(ds.sizes["size"])
+    for k, (var, mk) in enumerate((("n_stages", "o"), ("n_stages_at_best", "s"))):
+        v = ds[var].values  # (size, seed)
+        for j in range(v.shape[1]):
+            axes[2].plot(x + 0.1 * (k - 0.5) + 0.03 * j, v[:, j], mk, color=f"C{k}",
+                         alpha=0.7, label=var.replace("_", " ") if j == 0 else None)  # fmt: skip
+    axes[2].set_xticks(x, [str(n) for n in ds["size"].values])
+    axes[2].set(xlabel="training sequences n", ylabel="learned stages", ylim=(-0.2, 3.5),
+                title=f"{ds.sizes['seed']} seed(s)")  # fmt: skip
+    axes[2].legend(fontsize=7)
+    fig.suptitle(f"Fig. 5 ({scale}): KL to {ds.attrs.get('kl_to', '')}", fontsize=9)
     return [save_figure(fig, out / "markov_fig5.png", dpi=110)]
 
 

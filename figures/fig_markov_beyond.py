@@ -3,7 +3,8 @@
 Left: stage times of the tensor flow for discrete GD and SAM(rho), several seeds; middle: the
 entropy of the sum-normalised stage times (main paper Eq. 11) vs rho; right: pattern times of the
 minimal transformer for AdamW, SAM(AdamW), hard-cluster upsampling and random upsampling (same
-count). Reads ``results/markov/beyond_uniformity.nc``.
+count) over seeds; far right: the paired entropy gain over AdamW per seed. Reads
+``results/markov/beyond_uniformity.nc``.
 """
 
 from __future__ import annotations
@@ -30,27 +31,30 @@ FIGURE = FigureSpec(
 
 
 def compute(scale: str):
-    """ODE GD/SAM sweep + minimal-model AdamW/SAM/upsampling runs, merged."""
+    """ODE GD/SAM sweep + minimal-model AdamW/SAM/upsampling runs over seeds, merged."""
     import xarray as xr
 
-    from sims.markov.beyond import minimal_uniformity, ode_uniformity
+    from sims.markov.beyond import minimal_uniformity_seeds, ode_uniformity
 
     if scale == "quick":
         ode = ode_uniformity(rhos=(0.0, 0.1), seeds=[0], lr=0.2, steps=2000, T=8,
-                             init_std=1e-3, record_every=10)  # fmt: skip
+                             init_std=1e-3, record_every=10, workers=1)  # fmt: skip
+        mm = minimal_uniformity_seeds(X.sweep_exp(scale), seeds=[0, 1], workers=1)
     else:
         ode = ode_uniformity()
-    mm, _ = minimal_uniformity(X.minimal_exp(scale))
+        gpu = scale == "paper"  # one device: runs in sequence
+        mm = minimal_uniformity_seeds(X.sweep_exp(scale), seeds=range(3 if gpu else 5),
+                                      sam_rho=(0.05, 0.2), workers=1 if gpu else None)  # fmt: skip
     ode = ode.rename({k: f"ode_{k}" for k in ode.data_vars})
-    mm = mm.rename({k: f"mm_{k}" for k in mm.data_vars})
+    mm = mm.rename({k: f"mm_{k}" for k in mm.data_vars}).rename(seed="mm_seed")
     ds = xr.merge([ode, mm], combine_attrs="drop")
     ds.attrs = {"scale": scale, **{f"mm_{k}": v for k, v in mm.attrs.items()}}
     return ds
 
 
 def plot(ds, out: Path, scale: str) -> list[Path]:
-    """Three panels."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4), constrained_layout=True)
+    """Four panels: ODE stage times, ODE entropy vs rho, minimal-model pattern times, gains."""
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4), constrained_layout=True)
     for i, r in enumerate(ds.rho.values):
         st = ds.ode_stage_time.sel(rho=r).values  # (seed, stage)
         for s in range(st.shape[0]):
@@ -63,12 +67,25 @@ def plot(ds, out: Path, scale: str) -> list[Path]:
         axes[1].errorbar(ds.rho.values, m, sd, fmt=mk, label=var[4:], capsize=3)
     axes[1].set(xlabel="SAM rho (0 = GD)", ylabel="entropy (nats)", title="uniformity (Eq. 11)")
     axes[1].legend(fontsize=7)
-    for i, run in enumerate(ds.run.values):
-        t = ds.mm_pattern_time.sel(run=run).values
-        h = float(ds.mm_entropy_times.sel(run=run))
-        axes[2].plot(np.arange(1, len(t) + 1), t, "o-", color=f"C{i}", label=f"{run} H={h:.3f}")
-    axes[2].set(yscale="log", xlabel="group", ylabel="step", title="minimal model pattern times")
+    runs = [str(r) for r in ds.run.values]
+    n_seed = ds.sizes["mm_seed"]
+    for i, run in enumerate(runs):
+        t = ds.mm_pattern_time.sel(run=run).values  # (seed, group)
+        x = np.arange(1, t.shape[1] + 1) + 0.06 * (i - len(runs) / 2)
+        for s in range(n_seed):
+            axes[2].plot(x, t[s], "o-", color=f"C{i}", alpha=0.5, ms=3,
+                         label=run if s == 0 else None)  # fmt: skip
+        g = ds.mm_gain_times.sel(run=run).values
+        axes[3].plot(np.full(n_seed, i), g, "o", color=f"C{i}", alpha=0.6)
+        if np.isfinite(g).any():
+            axes[3].plot([i - 0.25, i + 0.25], [np.nanmean(g)] * 2, color=f"C{i}", lw=2)
+    axes[2].set(yscale="log", xlabel="group", ylabel="step",
+                title=f"minimal model pattern times ({n_seed} seeds)")  # fmt: skip
     axes[2].legend(fontsize=7)
+    axes[3].axhline(0, color="k", lw=0.7)
+    axes[3].set_xticks(range(len(runs)), runs, rotation=20, fontsize=7)
+    axes[3].set(ylabel="entropy gain over AdamW, same seed (nats)",
+                title="paired uniformity gain (bar: mean)")  # fmt: skip
     fig.suptitle(f"Stage uniformity under SAM / upsampling ({scale})")
     return [save_figure(fig, out / "markov_beyond.png", dpi=110)]
 

@@ -23,9 +23,16 @@ import dataclasses
 
 import numpy as np
 
+from .experiments import reseed
 from .tensor_dynamics import FlowConfig, discrete_flow, stage_times
 
-__all__ = ["entropies", "ode_uniformity", "minimal_uniformity"]
+__all__ = [
+    "entropies",
+    "ode_uniformity",
+    "minimal_uniformity",
+    "minimal_uniformity_seeds",
+    "paired_gains",
+]
 
 
 def entropies(times) -> tuple[float, float]:
@@ -39,24 +46,37 @@ def entropies(times) -> tuple[float, float]:
     return shannon_entropy(t), shannon_entropy(np.maximum(dur, 1e-12))
 
 
+def _ode_stage_times(job: tuple) -> np.ndarray:
+    """Stage times of one discrete GD/SAM run on the tensor loss.
+
+    A :func:`~sims.parallel.pmap` job: ``(rho, seed, lr, steps, T, init_std, record_every)``.
+    """
+    rho, seed, lr, steps, T, init_std, record_every = job
+    cfg = FlowConfig(T=T, init_std=init_std, seed=seed)
+    ds = discrete_flow(cfg, "gd" if rho == 0 else "sam", lr=lr, rho=rho, steps=steps,
+                       record_every=record_every)  # fmt: skip
+    return stage_times(ds)
+
+
 def ode_uniformity(rhos=(0.0, 0.01, 0.05, 0.2), seeds=range(5), *, lr: float = 0.1,
                    steps: int = 60000, T: int = 40, init_std: float = 1e-6,
-                   record_every: int = 50):  # fmt: skip
+                   record_every: int = 50, workers: int | None = None):  # fmt: skip
     """Stage times and entropies of discrete GD (``rho = 0``) and SAM on the tensor loss.
+
+    The ``(rho, seed)`` runs are independent and run in ``workers`` processes
+    (:func:`sims.parallel.pmap`; ``None``: all cores).
 
     Returns an ``xarray.Dataset`` with ``stage_time (rho, seed, stage)``, ``entropy_times`` and
     ``entropy_durations`` ``(rho, seed)``.
     """
     import xarray as xr
 
+    from sims.parallel import pmap
+
     rhos, seeds = list(rhos), list(seeds)
-    st = np.full((len(rhos), len(seeds), 3), np.inf)
-    for i, rho in enumerate(rhos):
-        for j, s in enumerate(seeds):
-            cfg = FlowConfig(T=T, init_std=init_std, seed=s)
-            ds = discrete_flow(cfg, "gd" if rho == 0 else "sam", lr=lr, rho=rho, steps=steps,
-                               record_every=record_every)  # fmt: skip
-            st[i, j] = stage_times(ds)
+    jobs = [(r, s, lr, steps, T, init_std, record_every) for r in rhos for s in seeds]
+    st = np.array(pmap(_ode_stage_times, jobs, workers=workers, desc="tensor flow GD/SAM"))
+    st = st.reshape(len(rhos), len(seeds), 3)
     ent = np.array([[entropies(st[i, j]) for j in range(len(seeds))] for i in range(len(rhos))])
     return xr.Dataset(
         {"stage_time": (("rho", "seed", "stage"), st),
@@ -68,14 +88,21 @@ def ode_uniformity(rhos=(0.0, 0.01, 0.05, 0.2), seeds=range(5), *, lr: float = 0
     )  # fmt: skip
 
 
-def minimal_uniformity(exp, *, sam_rho: float = 0.05, factor: int = 1,
+def _rhos(sam_rho) -> tuple[float, ...]:
+    rhos = tuple(np.atleast_1d(np.asarray(sam_rho, float)).tolist())
+    if not rhos or not all(np.isfinite(r) and r > 0 for r in rhos):
+        raise ValueError(f"`sam_rho` must be a positive radius or a tuple; got {sam_rho!r}.")
+    return rhos
+
+
+def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor: int = 1,
                        proxy_steps: int | None = None,
                        seed: int = 0, progress: bool = False):  # fmt: skip
     """AdamW vs SAM vs upsampling (hard / random) on the minimal model; stage times + entropies.
 
     Args:
         exp: a finite-data minimal :class:`~sims.markov.train.ExperimentConfig` (the baseline).
-        sam_rho: SAM radius for the SAM run.
+        sam_rho: SAM radius, or several (one SAM run each, named ``sam_<rho>``).
         factor: extra copies of each selected sequence (usage ``1 + factor``).
         proxy_steps: length of the proxy run whose per-sequence loss trajectories are clustered
             (default: the baseline run itself, i.e. the full run).
@@ -95,6 +122,7 @@ def minimal_uniformity(exp, *, sam_rho: float = 0.05, factor: int = 1,
 
     if exp.train.online:
         raise ValueError("`exp.train.online` must be False: upsampling needs a finite dataset.")
+    rhos = _rhos(sam_rho)
     chain = MarkovChain(exp.chain, seed=exp.seed)
     data = make_dataset(chain, exp.train.n_train, exp.train.n_test)
     runs = {}
@@ -105,9 +133,9 @@ def minimal_uniformity(exp, *, sam_rho: float = 0.05, factor: int = 1,
         runs["adamw"] = proxy
     else:
         runs["adamw"] = train(exp, data=data, progress=progress).ds
-    runs["sam"] = train(exp.replace(train=dataclasses.replace(exp.train, optimizer="sam",
-                                                              sam_rho=sam_rho)),
-                        data=data, progress=progress).ds  # fmt: skip
+    for rho in rhos:
+        tr = dataclasses.replace(exp.train, optimizer="sam", sam_rho=rho)
+        runs[f"sam_{rho:g}"] = train(exp.replace(train=tr), data=data, progress=progress).ds
     losses = proxy["example_loss"].values.T  # (example, checkpoint)
     cl = cluster_trajectories(losses, seed=seed)
     hard = np.asarray(cl.hard_mask)
@@ -126,7 +154,69 @@ def minimal_uniformity(exp, *, sam_rho: float = 0.05, factor: int = 1,
          "entropy_durations": (("run",), ent[:, 1]),
          "final_excess": (("run",), [float(runs[k].excess_loss[-1]) for k in names])},
         coords={"run": names, "group": np.arange(1, pt.shape[1] + 1)},
-        attrs={"n_selected": int(hard.sum()), "n_train": n, "sam_rho": sam_rho,
+        attrs={"n_selected": int(hard.sum()), "n_train": n, "sam_rho": list(rhos),
                "factor": factor, "hard_cluster_mean_loss": float(losses[hard].mean())},
     )  # fmt: skip
     return ds, runs
+
+
+def _uniformity_job(job: tuple):
+    """One seed of :func:`minimal_uniformity_seeds` (a :func:`~sims.parallel.pmap` job)."""
+    exp, kw = job
+    ds, _ = minimal_uniformity(exp, **kw)
+    for k in ("n_selected", "hard_cluster_mean_loss"):  # per-seed numbers become variables
+        ds[k] = ds.attrs.pop(k)
+    return ds
+
+
+def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
+                             sam_rho: float | tuple[float, ...] = 0.05, factor: int = 1,
+                             proxy_steps: int | None = None):  # fmt: skip
+    """:func:`minimal_uniformity` over ``seeds``, in parallel, with paired entropy gains.
+
+    Each seed redraws everything (:func:`reseed`: the chain's A*, the datasets, the init, the batch
+    order and the selection seed); within a seed the four runs share data and init, so the
+    comparison to AdamW is paired.
+
+    Returns:
+        ``xarray.Dataset`` with the variables of :func:`minimal_uniformity` along a ``seed``
+        dimension, plus ``gain_times`` / ``gain_durations (seed, run)``: the entropy minus the
+        AdamW entropy of the same seed (``nan`` when a stage was not reached in either run).
+    """
+    import xarray as xr
+
+    from sims.parallel import pmap
+
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("`seeds` is empty; give at least one seed, e.g. range(5).")
+    kw = dict(sam_rho=sam_rho, factor=factor, proxy_steps=proxy_steps)
+    jobs = [(reseed(exp, s), {**kw, "seed": s}) for s in seeds]
+    dss = pmap(_uniformity_job, jobs, workers=workers, desc="minimal model, seeds")
+    ds = xr.concat(dss, dim="seed", combine_attrs="override").assign_coords(seed=seeds)
+    for k in ("times", "durations"):
+        e = ds[f"entropy_{k}"]
+        ds[f"gain_{k}"] = e - e.sel(run="adamw", drop=True)
+    return ds
+
+
+def paired_gains(ds, var: str = "gain_times") -> dict[str, dict[str, float]]:
+    """Per run: mean, sd, min and max of the paired gain over seeds, and how many are > 0.
+
+    ``ds`` is :func:`minimal_uniformity_seeds`'s result (or any dataset with a ``(seed, run)``
+    gain variable); seeds where either entropy is ``nan`` are left out and counted in ``n``.
+    """
+    out = {}
+    for run in ds["run"].values:
+        g = ds[var].sel(run=run).values
+        f = g[np.isfinite(g)]
+        out[str(run)] = {
+            "mean": float(f.mean()) if f.size else float("nan"),
+            "sd": float(f.std(ddof=1)) if f.size > 1 else float("nan"),
+            "min": float(f.min()) if f.size else float("nan"),
+            "max": float(f.max()) if f.size else float("nan"),
+            "n_positive": int((f > 0).sum()),
+            "n": int(f.size),
+            "n_seeds": int(g.size),
+        }
+    return out

@@ -1,5 +1,6 @@
 import importlib
 
+import numpy as np
 import pytest
 
 import figures
@@ -50,3 +51,20 @@ def test_bad_scale_env(monkeypatch):
     monkeypatch.setenv("MARKOV_SCALE", "huge")
     with pytest.raises(ValueError, match="MARKOV_SCALE"):
         scale_from_env(False)
+
+
+def test_fig5_summary_matches_its_curves(tmp_path):
+    """Best step / loss and the stage counts are read off the saved curves consistently."""
+    from figures import fig_markov_5 as m
+    from sims.io import read_netcdf
+
+    m.make(tmp_path / "out", results_dir=tmp_path / "res", quick=True)
+    ds = read_netcdf(next((tmp_path / "res").rglob("*.nc")))
+    assert ds.attrs["kl_to"].startswith("restricted ground truths")
+    for n in ds["size"].values:
+        r = ds.sel(size=n).isel(seed=0)
+        i = int(np.argmin(r.excess_loss.values))
+        assert int(r.best_step) == int(r.step[i])
+        assert float(r.best_excess) == float(r.excess_loss[i])
+        assert 0 <= int(r.n_stages_at_best) <= 3 and 0 <= int(r.n_stages) <= 3
+        assert int(r.closest_at_best) == int(np.argmin(r.kl_context.values[i])) + 1

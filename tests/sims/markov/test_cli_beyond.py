@@ -2,8 +2,14 @@ import numpy as np
 import pytest
 
 from sims.markov.__main__ import main
-from sims.markov.beyond import entropies, minimal_uniformity, ode_uniformity
-from sims.markov.experiments import minimal_exp
+from sims.markov.beyond import (
+    entropies,
+    minimal_uniformity,
+    minimal_uniformity_seeds,
+    ode_uniformity,
+    paired_gains,
+)
+from sims.markov.experiments import minimal_exp, reseed
 
 
 def test_cli_ode_writes_result(tmp_path, capsys):
@@ -68,7 +74,35 @@ def test_ode_uniformity_small():
 def test_minimal_uniformity_smoke():
     exp = minimal_exp("quick", record_example_losses=False)
     ds, runs = minimal_uniformity(exp)
-    assert set(ds.run.values) == {"adamw", "sam", "upsample_hard", "upsample_random"}
+    assert set(ds.run.values) == {"adamw", "sam_0.05", "upsample_hard", "upsample_random"}
     assert 0 < ds.attrs["n_selected"] < 64
     with pytest.raises(ValueError, match="online"):
         minimal_uniformity(minimal_exp("quick", online=True))
+    with pytest.raises(ValueError, match="sam_rho"):
+        minimal_uniformity(exp, sam_rho=(0.05, -1.0))
+
+
+def test_uniformity_over_seeds_is_paired():
+    exp = minimal_exp("quick")
+    ds = minimal_uniformity_seeds(exp, seeds=[3, 4], workers=1, sam_rho=(0.05, 0.2))
+    assert ds.sizes["seed"] == 2 and "sam_0.2" in ds.run.values
+    # seed 3 of the sweep is exactly the single-seed function on the reseeded config
+    one, _ = minimal_uniformity(reseed(exp, 3), sam_rho=(0.05, 0.2), seed=3)
+    np.testing.assert_array_equal(ds.pattern_time.sel(seed=3), one.pattern_time)
+    np.testing.assert_allclose(ds.final_excess.sel(seed=3), one.final_excess, rtol=1e-12)
+    assert int(ds.n_selected.sel(seed=3)) == one.attrs["n_selected"]
+    np.testing.assert_array_equal(ds.gain_times.sel(run="adamw").fillna(0.0), 0.0)
+    with pytest.raises(ValueError, match="seeds"):
+        minimal_uniformity_seeds(exp, seeds=[])
+
+
+def test_paired_gains_statistics():
+    import xarray as xr
+
+    g = np.array([[0.0, 0.1, -0.2], [0.0, 0.3, np.nan], [0.0, 0.2, 0.4]])  # (seed, run)
+    ds = xr.Dataset({"gain_times": (("seed", "run"), g)}, coords={"run": ["a", "b", "c"]})
+    out = paired_gains(ds)
+    assert out["b"]["mean"] == pytest.approx(0.2) and out["b"]["sd"] == pytest.approx(0.1)
+    assert (out["b"]["n_positive"], out["b"]["n"], out["b"]["n_seeds"]) == (3, 3, 3)
+    assert (out["c"]["min"], out["c"]["max"], out["c"]["n"]) == (-0.2, 0.4, 2)
+    assert out["c"]["n_positive"] == 1 and out["a"]["n_positive"] == 0
