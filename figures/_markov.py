@@ -2,15 +2,22 @@
 
 The scale is ``"quick"`` when asked, else ``$MARKOV_SCALE`` (default ``"cpu"``); results of the
 non-default scales live under ``results/markov/<scale>/`` so they never overwrite each other.
+
+A ``compute`` that takes a ``store`` argument (the multi-run sweeps) gets a
+:class:`sims.parallel.JobStore` next to its result file (``<result>.parts/``): finished runs are
+kept there while the sweep runs, so an interrupted sweep resumes; it is removed once the result
+file is written, and cleared first by ``--recompute``.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 
 from figures import FigureSpec
 from sims.markov import experiments as X
+from sims.parallel import JobStore
 
 
 def scaled_make(
@@ -45,11 +52,19 @@ def make_scaled(
     rel = spec.result_file
     if scale != "cpu":
         rel = rel.replace("markov/", f"markov/{scale}/")
+    path = Path(results_dir) / rel
+    kw = {}
+    if "store" in inspect.signature(compute).parameters:
+        kw["store"] = JobStore(path.with_suffix(".parts"))
+        if recompute:
+            kw["store"].clear()
     ds = X.run_or_load(
-        Path(results_dir) / rel,
-        lambda: compute(scale),
+        path,
+        lambda: compute(scale, **kw),
         recompute=recompute,
         config={"figure": spec.name, "scale": scale},
         seed=0,
     )
+    if "store" in kw:
+        kw["store"].clear()
     return plot(ds, Path(out_dir), scale)

@@ -70,15 +70,18 @@ def run_size(job: tuple[str, int, int]):
     return out
 
 
-def compute(scale: str):
-    """All (size, seed) runs, in parallel on CPU, as one dataset with ``size`` and ``seed``."""
+def compute(scale: str, store=None):
+    """All (size, seed) runs, in parallel on CPU, as one dataset with ``size`` and ``seed``.
+
+    ``store``: a :class:`sims.parallel.JobStore` keeping finished runs (resume after a crash).
+    """
     import xarray as xr
 
     from sims.parallel import pmap
 
     jobs = [(scale, n, s) for n in SIZES[scale] for s in SEEDS[scale]]
     workers = 1 if scale in ("quick", "paper") else None
-    runs = pmap(run_size, jobs, workers=workers, desc="Fig. 5 (size, seed) runs")
+    runs = pmap(run_size, jobs, workers=workers, desc="Fig. 5 (size, seed) runs", store=store)
     ns = len(SEEDS[scale])
     rows = [
         xr.concat(runs[i * ns : (i + 1) * ns], dim="seed", coords="minimal", compat="override")

@@ -30,8 +30,11 @@ FIGURE = FigureSpec(
 )
 
 
-def compute(scale: str):
-    """ODE GD/SAM sweep + minimal-model AdamW/SAM/upsampling runs over seeds, merged."""
+def compute(scale: str, store=None):
+    """ODE GD/SAM sweep + minimal-model AdamW/SAM/upsampling runs over seeds, merged.
+
+    ``store``: a :class:`sims.parallel.JobStore` keeping finished seeds (resume after a crash).
+    """
     import xarray as xr
 
     from sims.markov.beyond import minimal_uniformity_seeds, ode_uniformity
@@ -39,12 +42,13 @@ def compute(scale: str):
     if scale == "quick":
         ode = ode_uniformity(rhos=(0.0, 0.1), seeds=[0], lr=0.2, steps=2000, T=8,
                              init_std=1e-3, record_every=10, workers=1)  # fmt: skip
-        mm = minimal_uniformity_seeds(X.sweep_exp(scale), seeds=[0, 1], workers=1)
+        mm = minimal_uniformity_seeds(X.sweep_exp(scale), seeds=[0, 1], workers=1, store=store)
     else:
         ode = ode_uniformity()
         gpu = scale == "paper"  # one device: runs in sequence
         mm = minimal_uniformity_seeds(X.sweep_exp(scale), seeds=range(3 if gpu else 5),
-                                      sam_rho=(0.05, 0.2), workers=1 if gpu else None)  # fmt: skip
+                                      sam_rho=(0.05, 0.2), workers=1 if gpu else None,
+                                      store=store)  # fmt: skip
     ode = ode.rename({k: f"ode_{k}" for k in ode.data_vars})
     mm = mm.rename({k: f"mm_{k}" for k in mm.data_vars}).rename(seed="mm_seed")
     ds = xr.merge([ode, mm], combine_attrs="drop")

@@ -171,8 +171,10 @@ def _uniformity_job(job: tuple):
 
 def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
                              sam_rho: float | tuple[float, ...] = 0.05, factor: int = 1,
-                             proxy_steps: int | None = None):  # fmt: skip
+                             proxy_steps: int | None = None, store=None):  # fmt: skip
     """:func:`minimal_uniformity` over ``seeds``, in parallel, with paired entropy gains.
+
+    ``store``: an optional :class:`sims.parallel.JobStore` that keeps finished seeds (resume).
 
     Each seed redraws everything (:func:`reseed`: the chain's A*, the datasets, the init, the batch
     order and the selection seed); within a seed the four runs share data and init, so the
@@ -192,7 +194,7 @@ def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
         raise ValueError("`seeds` is empty; give at least one seed, e.g. range(5).")
     kw = dict(sam_rho=sam_rho, factor=factor, proxy_steps=proxy_steps)
     jobs = [(reseed(exp, s), {**kw, "seed": s}) for s in seeds]
-    dss = pmap(_uniformity_job, jobs, workers=workers, desc="minimal model, seeds")
+    dss = pmap(_uniformity_job, jobs, workers=workers, desc="minimal model, seeds", store=store)
     ds = xr.concat(dss, dim="seed", combine_attrs="override").assign_coords(seed=seeds)
     for k in ("times", "durations"):
         e = ds[f"entropy_{k}"]
