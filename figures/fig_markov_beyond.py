@@ -42,13 +42,14 @@ def compute(scale: str, store=None):
     if scale == "quick":
         ode = ode_uniformity(rhos=(0.0, 0.1), seeds=[0], lr=0.2, steps=2000, T=8,
                              init_std=1e-3, record_every=10, workers=1)  # fmt: skip
-        mm = minimal_uniformity_seeds(X.sweep_exp(scale), seeds=[0, 1], workers=1, store=store)
+        mm = minimal_uniformity_seeds(X.sweep_exp(scale), seeds=[0, 1], n_clusters=(2, 4),
+                                      workers=1, store=store)  # fmt: skip
     else:
         ode = ode_uniformity()
         gpu = scale == "paper"  # one device: runs in sequence
-        mm = minimal_uniformity_seeds(X.sweep_exp(scale), seeds=range(3 if gpu else 5),
-                                      sam_rho=(0.05, 0.2), workers=1 if gpu else None,
-                                      store=store)  # fmt: skip
+        mm = minimal_uniformity_seeds(X.sweep_exp(scale), seeds=range(3 if gpu else 6),
+                                      sam_rho=(0.05, 0.2), n_clusters=(2, 4),
+                                      workers=1 if gpu else None, store=store)  # fmt: skip
     ode = ode.rename({k: f"ode_{k}" for k in ode.data_vars})
     mm = mm.rename({k: f"mm_{k}" for k in mm.data_vars}).rename(seed="mm_seed")
     ds = xr.merge([ode, mm], combine_attrs="drop")

@@ -90,28 +90,43 @@ def ode_uniformity(rhos=(0.0, 0.01, 0.05, 0.2), seeds=range(5), *, lr: float = 0
 
 def _rhos(sam_rho) -> tuple[float, ...]:
     rhos = tuple(np.atleast_1d(np.asarray(sam_rho, float)).tolist())
-    if not rhos or not all(np.isfinite(r) and r > 0 for r in rhos):
+    if not all(np.isfinite(r) and r > 0 for r in rhos):
         raise ValueError(f"`sam_rho` must be a positive radius or a tuple; got {sam_rho!r}.")
     return rhos
 
 
+def _cluster_counts(n_clusters) -> tuple[int, ...]:
+    raw = np.atleast_1d(np.asarray(n_clusters))
+    if raw.size == 0 or raw.dtype.kind not in "iu" or (raw < 2).any():
+        raise ValueError(
+            f"`n_clusters` must be an int >= 2 or a tuple of them (2 in the paper); "
+            f"got {n_clusters!r}."
+        )
+    return tuple(int(k) for k in raw)
+
+
 def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor: int = 1,
-                       proxy_steps: int | None = None,
+                       proxy_steps: int | None = None, n_clusters: int | tuple[int, ...] = 2,
                        seed: int = 0, progress: bool = False):  # fmt: skip
     """AdamW vs SAM vs upsampling (hard / random) on the minimal model; stage times + entropies.
 
     Args:
         exp: a finite-data minimal :class:`~sims.markov.train.ExperimentConfig` (the baseline).
-        sam_rho: SAM radius, or several (one SAM run each, named ``sam_<rho>``).
+        sam_rho: SAM radius, or several (one SAM run each, named ``sam_<rho>``); ``()``: none.
         factor: extra copies of each selected sequence (usage ``1 + factor``).
         proxy_steps: length of the proxy run whose per-sequence loss trajectories are clustered
             (default: the baseline run itself, i.e. the full run).
+        n_clusters: k of the k-means on the proxy trajectories (the paper: 2), or several; the
+            highest-loss cluster is upsampled (runs ``upsample_hard`` / ``upsample_random`` for
+            k = 2, ``upsample_hard_k<k>`` / ``upsample_random_k<k>`` otherwise). A larger k
+            picks a smaller, later-learned cluster.
         seed: selection seed.
         progress: progress bars.
 
     Returns:
         ``(xarray.Dataset, dict of run datasets)``; the dataset has ``pattern_time (run,
-        group)``, ``entropy_times (run)``, ``entropy_durations (run)`` and ``n_selected``.
+        group)``, ``entropy_times (run)``, ``entropy_durations (run)``, ``final_excess (run)``,
+        and ``n_selected`` / ``hard_cluster_mean_loss (k)`` per clustering.
     """
     import xarray as xr
 
@@ -123,6 +138,7 @@ def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor
     if exp.train.online:
         raise ValueError("`exp.train.online` must be False: upsampling needs a finite dataset.")
     rhos = _rhos(sam_rho)
+    ks = _cluster_counts(n_clusters)
     chain = MarkovChain(exp.chain, seed=exp.seed)
     data = make_dataset(chain, exp.train.n_train, exp.train.n_test)
     runs = {}
@@ -137,14 +153,17 @@ def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor
         tr = dataclasses.replace(exp.train, optimizer="sam", sam_rho=rho)
         runs[f"sam_{rho:g}"] = train(exp.replace(train=tr), data=data, progress=progress).ds
     losses = proxy["example_loss"].values.T  # (example, checkpoint)
-    cl = cluster_trajectories(losses, seed=seed)
-    hard = np.asarray(cl.hard_mask)
-    n = len(hard)
-    runs["upsample_hard"] = train(exp, data=data, progress=progress,
-                                  train_index=upsample_indices(n, hard, factor)).ds  # fmt: skip
-    rand = select_random(n, int(hard.sum()), seed=seed)
-    runs["upsample_random"] = train(exp, data=data, progress=progress,
-                                    train_index=upsample_indices(n, rand, factor)).ds  # fmt: skip
+    n = losses.shape[0]
+    n_sel, hard_loss = [], []
+    for k in ks:
+        hard = np.asarray(cluster_trajectories(losses, k, seed=seed).hard_mask)
+        rand = select_random(n, int(hard.sum()), seed=seed)
+        tag = "" if k == 2 else f"_k{k}"
+        for name, mask in ((f"upsample_hard{tag}", hard), (f"upsample_random{tag}", rand)):
+            idx = upsample_indices(n, mask, factor)
+            runs[name] = train(exp, data=data, progress=progress, train_index=idx).ds
+        n_sel.append(int(hard.sum()))
+        hard_loss.append(float(losses[hard].mean()))
     names = list(runs)
     pt = np.stack([detect_stages(runs[k]).group_times for k in names])
     ent = np.array([entropies(t) for t in pt])
@@ -152,10 +171,11 @@ def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor
         {"pattern_time": (("run", "group"), pt),
          "entropy_times": (("run",), ent[:, 0]),
          "entropy_durations": (("run",), ent[:, 1]),
-         "final_excess": (("run",), [float(runs[k].excess_loss[-1]) for k in names])},
-        coords={"run": names, "group": np.arange(1, pt.shape[1] + 1)},
-        attrs={"n_selected": int(hard.sum()), "n_train": n, "sam_rho": list(rhos),
-               "factor": factor, "hard_cluster_mean_loss": float(losses[hard].mean())},
+         "final_excess": (("run",), [float(runs[k].excess_loss[-1]) for k in names]),
+         "n_selected": (("k",), n_sel),
+         "hard_cluster_mean_loss": (("k",), hard_loss)},
+        coords={"run": names, "group": np.arange(1, pt.shape[1] + 1), "k": list(ks)},
+        attrs={"n_train": n, "sam_rho": list(rhos), "factor": factor},
     )  # fmt: skip
     return ds, runs
 
@@ -163,15 +183,13 @@ def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor
 def _uniformity_job(job: tuple):
     """One seed of :func:`minimal_uniformity_seeds` (a :func:`~sims.parallel.pmap` job)."""
     exp, kw = job
-    ds, _ = minimal_uniformity(exp, **kw)
-    for k in ("n_selected", "hard_cluster_mean_loss"):  # per-seed numbers become variables
-        ds[k] = ds.attrs.pop(k)
-    return ds
+    return minimal_uniformity(exp, **kw)[0]
 
 
 def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
                              sam_rho: float | tuple[float, ...] = 0.05, factor: int = 1,
-                             proxy_steps: int | None = None, store=None):  # fmt: skip
+                             proxy_steps: int | None = None, n_clusters=2,
+                             store=None):  # fmt: skip
     """:func:`minimal_uniformity` over ``seeds``, in parallel, with paired entropy gains.
 
     ``store``: an optional :class:`sims.parallel.JobStore` that keeps finished seeds (resume).
@@ -192,7 +210,7 @@ def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("`seeds` is empty; give at least one seed, e.g. range(5).")
-    kw = dict(sam_rho=sam_rho, factor=factor, proxy_steps=proxy_steps)
+    kw = dict(sam_rho=sam_rho, factor=factor, proxy_steps=proxy_steps, n_clusters=n_clusters)
     jobs = [(reseed(exp, s), {**kw, "seed": s}) for s in seeds]
     dss = pmap(_uniformity_job, jobs, workers=workers, desc="minimal model, seeds", store=store)
     ds = xr.concat(dss, dim="seed", combine_attrs="override").assign_coords(seed=seeds)

@@ -75,11 +75,29 @@ def test_minimal_uniformity_smoke():
     exp = minimal_exp("quick", record_example_losses=False)
     ds, runs = minimal_uniformity(exp)
     assert set(ds.run.values) == {"adamw", "sam_0.05", "upsample_hard", "upsample_random"}
-    assert 0 < ds.attrs["n_selected"] < 64
+    assert 0 < int(ds.n_selected.sel(k=2)) < 64
     with pytest.raises(ValueError, match="online"):
         minimal_uniformity(minimal_exp("quick", online=True))
     with pytest.raises(ValueError, match="sam_rho"):
         minimal_uniformity(exp, sam_rho=(0.05, -1.0))
+    with pytest.raises(ValueError, match="n_clusters"):
+        minimal_uniformity(exp, n_clusters=1)
+    with pytest.raises(ValueError, match="n_clusters"):
+        minimal_uniformity(exp, n_clusters=2.5)
+
+
+def test_more_clusters_select_a_smaller_harder_set():
+    ds, runs = minimal_uniformity(minimal_exp("quick"), sam_rho=(), n_clusters=(2, 4))
+    assert list(ds.run.values) == [
+        "adamw",
+        "upsample_hard",
+        "upsample_random",
+        "upsample_hard_k4",
+        "upsample_random_k4",
+    ]
+    n2, n4 = (int(ds.n_selected.sel(k=k)) for k in (2, 4))
+    assert 0 < n4 <= n2
+    assert float(ds.hard_cluster_mean_loss.sel(k=4)) >= float(ds.hard_cluster_mean_loss.sel(k=2))
 
 
 def test_uniformity_over_seeds_is_paired():
@@ -90,7 +108,7 @@ def test_uniformity_over_seeds_is_paired():
     one, _ = minimal_uniformity(reseed(exp, 3), sam_rho=(0.05, 0.2), seed=3)
     np.testing.assert_array_equal(ds.pattern_time.sel(seed=3), one.pattern_time)
     np.testing.assert_allclose(ds.final_excess.sel(seed=3), one.final_excess, rtol=1e-12)
-    assert int(ds.n_selected.sel(seed=3)) == one.attrs["n_selected"]
+    np.testing.assert_array_equal(ds.n_selected.sel(seed=3), one.n_selected)
     np.testing.assert_array_equal(ds.gain_times.sel(run="adamw").fillna(0.0), 0.0)
     with pytest.raises(ValueError, match="seeds"):
         minimal_uniformity_seeds(exp, seeds=[])
