@@ -107,7 +107,8 @@ def _cluster_counts(n_clusters) -> tuple[int, ...]:
 
 def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor: int = 1,
                        proxy_steps: int | None = None, n_clusters: int | tuple[int, ...] = 2,
-                       seed: int = 0, progress: bool = False):  # fmt: skip
+                       cluster_on: str | tuple[str, ...] = "loss", seed: int = 0,
+                       progress: bool = False):  # fmt: skip
     """AdamW vs SAM vs upsampling (hard / random) on the minimal model; stage times + entropies.
 
     Args:
@@ -120,13 +121,20 @@ def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor
             highest-loss cluster is upsampled (runs ``upsample_hard`` / ``upsample_random`` for
             k = 2, ``upsample_hard_k<k>`` / ``upsample_random_k<k>`` otherwise). A larger k
             picks a smaller, later-learned cluster.
+        cluster_on: ``"loss"`` (the paper: raw per-sequence loss trajectories) or ``"excess"``
+            (an oracle available only on synthetic data: the trajectories minus each sequence's
+            Bayes loss, :meth:`~sims.markov.chain.MarkovChain.sequence_nll`, so the clusters
+            follow what is still to be learned rather than the irreducible noise; run names get
+            an ``_excess`` suffix), or both; every (target, k) pair shares the one proxy run.
         seed: selection seed.
         progress: progress bars.
 
     Returns:
         ``(xarray.Dataset, dict of run datasets)``; the dataset has ``pattern_time (run,
         group)``, ``entropy_times (run)``, ``entropy_durations (run)``, ``final_excess (run)``,
-        and ``n_selected`` / ``hard_cluster_mean_loss (k)`` per clustering.
+        and per clustering ``n_selected``, ``hard_cluster_mean_loss`` (mean proxy loss over the
+        checkpoints) and ``hard_cluster_bayes_loss`` ``(target, k)``; ``attrs["bayes_loss_mean"]``
+        is the mean Bayes loss of all training sequences.
     """
     import xarray as xr
 
@@ -139,6 +147,9 @@ def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor
         raise ValueError("`exp.train.online` must be False: upsampling needs a finite dataset.")
     rhos = _rhos(sam_rho)
     ks = _cluster_counts(n_clusters)
+    targets = (cluster_on,) if isinstance(cluster_on, str) else tuple(cluster_on)
+    if not targets or any(t not in ("loss", "excess") for t in targets):
+        raise ValueError(f"`cluster_on`={cluster_on!r} unknown; use 'loss', 'excess' or both.")
     chain = MarkovChain(exp.chain, seed=exp.seed)
     data = make_dataset(chain, exp.train.n_train, exp.train.n_test)
     runs = {}
@@ -154,16 +165,18 @@ def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor
         runs[f"sam_{rho:g}"] = train(exp.replace(train=tr), data=data, progress=progress).ds
     losses = proxy["example_loss"].values.T  # (example, checkpoint)
     n = losses.shape[0]
-    n_sel, hard_loss = [], []
-    for k in ks:
-        hard = np.asarray(cluster_trajectories(losses, k, seed=seed).hard_mask)
-        rand = select_random(n, int(hard.sum()), seed=seed)
-        tag = "" if k == 2 else f"_k{k}"
-        for name, mask in ((f"upsample_hard{tag}", hard), (f"upsample_random{tag}", rand)):
-            idx = upsample_indices(n, mask, factor)
-            runs[name] = train(exp, data=data, progress=progress, train_index=idx).ds
-        n_sel.append(int(hard.sum()))
-        hard_loss.append(float(losses[hard].mean()))
+    bayes = chain.sequence_nll(data.train)
+    sel = np.zeros((3, len(targets), len(ks)))  # n_selected, hard loss, hard Bayes loss
+    for i, tgt in enumerate(targets):
+        feats = losses if tgt == "loss" else losses - bayes[:, None]
+        for j, k in enumerate(ks):
+            hard = np.asarray(cluster_trajectories(feats, k, seed=seed).hard_mask)
+            rand = select_random(n, int(hard.sum()), seed=seed)
+            tag = ("" if k == 2 else f"_k{k}") + ("" if tgt == "loss" else "_excess")
+            for name, mask in ((f"upsample_hard{tag}", hard), (f"upsample_random{tag}", rand)):
+                idx = upsample_indices(n, mask, factor)
+                runs[name] = train(exp, data=data, progress=progress, train_index=idx).ds
+            sel[:, i, j] = hard.sum(), losses[hard].mean(), bayes[hard].mean()
     names = list(runs)
     pt = np.stack([detect_stages(runs[k]).group_times for k in names])
     ent = np.array([entropies(t) for t in pt])
@@ -172,10 +185,13 @@ def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor
          "entropy_times": (("run",), ent[:, 0]),
          "entropy_durations": (("run",), ent[:, 1]),
          "final_excess": (("run",), [float(runs[k].excess_loss[-1]) for k in names]),
-         "n_selected": (("k",), n_sel),
-         "hard_cluster_mean_loss": (("k",), hard_loss)},
-        coords={"run": names, "group": np.arange(1, pt.shape[1] + 1), "k": list(ks)},
-        attrs={"n_train": n, "sam_rho": list(rhos), "factor": factor},
+         "n_selected": (("target", "k"), sel[0].astype(int)),
+         "hard_cluster_mean_loss": (("target", "k"), sel[1]),
+         "hard_cluster_bayes_loss": (("target", "k"), sel[2])},
+        coords={"run": names, "group": np.arange(1, pt.shape[1] + 1), "k": list(ks),
+                "target": list(targets)},
+        attrs={"n_train": n, "sam_rho": list(rhos), "factor": factor,
+               "bayes_loss_mean": float(bayes.mean())},
     )  # fmt: skip
     return ds, runs
 
@@ -189,6 +205,7 @@ def _uniformity_job(job: tuple):
 def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
                              sam_rho: float | tuple[float, ...] = 0.05, factor: int = 1,
                              proxy_steps: int | None = None, n_clusters=2,
+                             cluster_on: str | tuple[str, ...] = "loss",
                              store=None):  # fmt: skip
     """:func:`minimal_uniformity` over ``seeds``, in parallel, with paired entropy gains.
 
@@ -210,7 +227,8 @@ def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("`seeds` is empty; give at least one seed, e.g. range(5).")
-    kw = dict(sam_rho=sam_rho, factor=factor, proxy_steps=proxy_steps, n_clusters=n_clusters)
+    kw = dict(sam_rho=sam_rho, factor=factor, proxy_steps=proxy_steps, n_clusters=n_clusters,
+              cluster_on=cluster_on)  # fmt: skip
     jobs = [(reseed(exp, s), {**kw, "seed": s}) for s in seeds]
     dss = pmap(_uniformity_job, jobs, workers=workers, desc="minimal model, seeds", store=store)
     ds = xr.concat(dss, dim="seed", combine_attrs="override").assign_coords(seed=seeds)

@@ -281,6 +281,21 @@ class MarkovChain:
         z = z - z.max(-1, keepdims=True)
         return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
+    def sequence_nll(self, x: np.ndarray, batch: int = 4096) -> np.ndarray:
+        """Per-sequence Bayes loss: the true model's mean next-token NLL over the ``T`` positions.
+
+        The irreducible part of each sequence's training loss (a model's per-sequence loss minus
+        this is its excess loss). Returns ``(N,)``.
+        """
+        x = np.asarray(x)
+        w = self.config.w
+        out = []
+        for i in range(0, len(x), batch):
+            xb = x[i : i + batch]
+            lp = self.log_probs(xb)
+            out.append(-np.take_along_axis(lp, xb[:, w:, None], -1)[..., 0].mean(1))
+        return np.concatenate(out) if out else np.zeros(0)
+
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """Draw ``n`` sequences ``(n, L)`` (int64): uniform seed tokens, then Eq. (1)."""
         cfg = self.config

@@ -75,7 +75,7 @@ def test_minimal_uniformity_smoke():
     exp = minimal_exp("quick", record_example_losses=False)
     ds, runs = minimal_uniformity(exp)
     assert set(ds.run.values) == {"adamw", "sam_0.05", "upsample_hard", "upsample_random"}
-    assert 0 < int(ds.n_selected.sel(k=2)) < 64
+    assert 0 < int(ds.n_selected.sel(k=2, target="loss")) < 64
     with pytest.raises(ValueError, match="online"):
         minimal_uniformity(minimal_exp("quick", online=True))
     with pytest.raises(ValueError, match="sam_rho"):
@@ -84,20 +84,40 @@ def test_minimal_uniformity_smoke():
         minimal_uniformity(exp, n_clusters=1)
     with pytest.raises(ValueError, match="n_clusters"):
         minimal_uniformity(exp, n_clusters=2.5)
+    with pytest.raises(ValueError, match="cluster_on"):
+        minimal_uniformity(exp, cluster_on="gradient")
 
 
-def test_more_clusters_select_a_smaller_harder_set():
-    ds, runs = minimal_uniformity(minimal_exp("quick"), sam_rho=(), n_clusters=(2, 4))
-    assert list(ds.run.values) == [
-        "adamw",
-        "upsample_hard",
-        "upsample_random",
-        "upsample_hard_k4",
-        "upsample_random_k4",
+def test_selections_share_one_proxy_and_are_consistent():
+    exp = minimal_exp("quick")
+    ds, runs = minimal_uniformity(exp, sam_rho=(), n_clusters=(2, 4), cluster_on=("loss", "excess"))
+    assert list(ds.run.values) == ["adamw"] + [
+        f"upsample_{kind}{tag}"
+        for tag in ("", "_k4", "_excess", "_k4_excess")
+        for kind in ("hard", "random")
     ]
-    n2, n4 = (int(ds.n_selected.sel(k=k)) for k in (2, 4))
-    assert 0 < n4 <= n2
-    assert float(ds.hard_cluster_mean_loss.sel(k=4)) >= float(ds.hard_cluster_mean_loss.sel(k=2))
+    # recompute the selection diagnostics independently from the proxy run
+    from sims.markov.chain import MarkovChain, make_dataset
+    from sims.selection import cluster_trajectories
+
+    chain = MarkovChain(exp.chain, seed=exp.seed)
+    data = make_dataset(chain, exp.train.n_train, exp.train.n_test)
+    losses = runs["adamw"]["example_loss"].values.T
+    lp = chain.log_probs(data.train)  # Bayes loss by hand, position by position
+    w = exp.chain.w
+    bayes = np.array(
+        [-np.mean([lp[i, t, data.train[i, w + t]] for t in range(lp.shape[1])])
+         for i in range(len(lp))]
+    )  # fmt: skip
+    np.testing.assert_allclose(chain.sequence_nll(data.train), bayes, rtol=1e-12)
+    assert ds.attrs["bayes_loss_mean"] == pytest.approx(bayes.mean())
+    for tgt, feats in (("loss", losses), ("excess", losses - bayes[:, None])):
+        for k in (2, 4):
+            hard = cluster_trajectories(feats, k, seed=0).hard_mask
+            r = ds.sel(target=tgt, k=k)
+            assert int(r.n_selected) == hard.sum() > 0
+            assert float(r.hard_cluster_bayes_loss) == pytest.approx(bayes[hard].mean())
+            assert float(r.hard_cluster_mean_loss) == pytest.approx(losses[hard].mean())
 
 
 def test_uniformity_over_seeds_is_paired():
