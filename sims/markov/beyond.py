@@ -217,8 +217,9 @@ def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
 
     Returns:
         ``xarray.Dataset`` with the variables of :func:`minimal_uniformity` along a ``seed``
-        dimension, plus ``gain_times`` / ``gain_durations (seed, run)``: the entropy minus the
-        AdamW entropy of the same seed (``nan`` when a stage was not reached in either run).
+        dimension (``bayes_loss_mean`` becomes a ``(seed,)`` variable), plus ``gain_times`` /
+        ``gain_durations (seed, run)``: the entropy minus the AdamW entropy of the same seed
+        (``nan`` when a stage was not reached in either run).
     """
     import xarray as xr
 
@@ -231,6 +232,8 @@ def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
               cluster_on=cluster_on)  # fmt: skip
     jobs = [(reseed(exp, s), {**kw, "seed": s}) for s in seeds]
     dss = pmap(_uniformity_job, jobs, workers=workers, desc="minimal model, seeds", store=store)
+    for d in dss:  # per-seed numbers become variables (concat keeps only the first's attrs)
+        d["bayes_loss_mean"] = d.attrs.pop("bayes_loss_mean")
     ds = xr.concat(dss, dim="seed", combine_attrs="override").assign_coords(seed=seeds)
     for k in ("times", "durations"):
         e = ds[f"entropy_{k}"]

@@ -129,6 +129,8 @@ def test_uniformity_over_seeds_is_paired():
     np.testing.assert_array_equal(ds.pattern_time.sel(seed=3), one.pattern_time)
     np.testing.assert_allclose(ds.final_excess.sel(seed=3), one.final_excess, rtol=1e-12)
     np.testing.assert_array_equal(ds.n_selected.sel(seed=3), one.n_selected)
+    assert float(ds.bayes_loss_mean.sel(seed=3)) == one.attrs["bayes_loss_mean"]
+    assert float(ds.bayes_loss_mean.sel(seed=4)) != one.attrs["bayes_loss_mean"]  # own chain
     np.testing.assert_array_equal(ds.gain_times.sel(run="adamw").fillna(0.0), 0.0)
     with pytest.raises(ValueError, match="seeds"):
         minimal_uniformity_seeds(exp, seeds=[])
