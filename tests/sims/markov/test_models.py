@@ -64,7 +64,8 @@ def test_full_model_shapes_and_band(context):
     cfg = FullConfig(d=7, L=10, w=4, n_embd=12, n_head=3, d_ff=8, dropout=0.0, context=context)
     m = FullTransformer(cfg).eval()
     x = torch.randint(0, 7, (2, 10))
-    logits, att = m(x, return_attn=True)
+    with torch.no_grad():
+        logits, att = m(x, return_attn=True)
     assert logits.shape == (2, 6, 7) and att.shape == (3, 2, 6, 10)
     torch.testing.assert_close(att.sum(-1), torch.ones(3, 2, 6))
     for qi, p in enumerate(range(3, 9)):
