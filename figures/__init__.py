@@ -40,6 +40,11 @@ class FigureSpec:
         paper_ref: which paper figure it reproduces (or "beyond the paper").
         result_file: the saved result it is drawn from, relative to the results folder.
         producer: the command that (re)computes that result file.
+        extra: the optional extra of ``pyproject.toml`` that computing and drawing it needs
+            (``"core"``, ``"jax"``, ``"torch"``, ``"llm"``, ``"models"``). A figure module imports
+            only core packages at module level, so ``python -m figures --list`` works on a core
+            install; modules of its extra are imported inside functions.
+        gpu: whether the full (non-``--quick``) result needs a GPU in practice.
     """
 
     name: str
@@ -47,6 +52,30 @@ class FigureSpec:
     paper_ref: str
     result_file: str
     producer: str
+    extra: str = "core"
+    gpu: bool = False
+
+    def __post_init__(self):
+        from sims.extras import EXTRAS
+
+        if self.extra not in EXTRAS:
+            raise ValueError(
+                f"FigureSpec {self.name!r}: `extra` must be one of {sorted(EXTRAS)}; "
+                f"got {self.extra!r}."
+            )
+
+    @property
+    def available(self) -> bool:
+        """Whether the extra this figure needs is installed."""
+        from sims.extras import is_available
+
+        return is_available(self.extra)
+
+    def require(self) -> None:
+        """Raise :class:`sims.extras.MissingExtraError` if this figure's extra is missing."""
+        from sims.extras import require
+
+        require(self.extra, what=f"figure {self.name!r}")
 
 
 def discover() -> dict[str, ModuleType]:
@@ -95,6 +124,15 @@ def figure_main(
         "--recompute", action="store_true", help="recompute the result file even if it exists"
     )
     args = parser.parse_args(argv)
+    from sims.extras import MissingExtraError
+    from sims.io import ensure_writable
+
+    try:
+        spec.require()
+        ensure_writable(args.out, kind="dir", arg="--out")
+        ensure_writable(args.results, kind="dir", arg="--results")
+    except (MissingExtraError, ValueError) as exc:
+        parser.exit(2, f"error: {exc}\n")
     paths = make(args.out, results_dir=args.results, quick=args.quick, recompute=args.recompute)
     for p in paths:
         print(p)

@@ -8,6 +8,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from sims.extras import EXTRAS
+from sims.io import ensure_writable
+
 from . import DEFAULT_OUT, DEFAULT_RESULTS, discover
 
 
@@ -30,13 +33,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         width = max(len(n) for n in figures) if figures else 4
         for name, mod in figures.items():
             spec = mod.FIGURE
+            needs = f"needs [{spec.extra}]" if spec.extra != "core" else "core"
+            if spec.gpu:
+                needs += ", GPU for the full run"
+            if not spec.available:
+                needs += f" - NOT INSTALLED: {EXTRAS[spec.extra].install}"
             print(f"{name:<{width}}  {spec.paper_ref:<28}  {spec.title}")
-            print(f"{'':<{width}}  result: {spec.result_file}  <- {spec.producer}")
+            print(f"{'':<{width}}  result: {spec.result_file}  <- {spec.producer}  ({needs})")
         return 0
     names = args.only or list(figures)
     unknown = [n for n in names if n not in figures]
     if unknown:
         parser.error(f"unknown figure(s) {unknown}; `python -m figures --list` lists them")
+    missing = [n for n in names if not figures[n].FIGURE.available]
+    if args.only and missing:
+        spec = figures[missing[0]].FIGURE
+        parser.exit(
+            2,
+            f"error: figure {spec.name!r} needs the `{spec.extra}` extra; "
+            f"install it with: {EXTRAS[spec.extra].install}\n",
+        )
+    try:
+        ensure_writable(args.out, kind="dir", arg="--out")
+        ensure_writable(args.results, kind="dir", arg="--results")
+    except ValueError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    for name in missing:
+        spec = figures[name].FIGURE
+        print(f"[{name}] skipped: needs the `{spec.extra}` extra ({EXTRAS[spec.extra].install})")
+    names = [n for n in names if n not in missing]
     for name in names:
         t0 = time.perf_counter()
         paths = figures[name].make(

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from figures import FigureSpec
-from sims.markov import experiments as X
 from sims.parallel import JobStore
 
 
@@ -48,6 +47,7 @@ def make_scaled(
     recompute: bool = False,
 ) -> list[Path]:
     """Compute ``spec``'s result at the chosen scale if needed (with provenance) and render it."""
+    from sims.markov import experiments as X
     scale = X.scale_from_env(quick)
     rel = spec.result_file
     if scale != "cpu":

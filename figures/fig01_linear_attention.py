@@ -25,6 +25,7 @@ FIGURE = FigureSpec(
     paper_ref="main paper Figure 1",
     result_file="linear_attention/figure1.nc",
     producer="python -m sims.linear_attention figure1",
+    extra="jax",
 )
 
 QUICK = dict(

@@ -19,6 +19,7 @@ FIGURE = FigureSpec(
     paper_ref="main paper Theorem 4.2, Theorem 4.4 (beyond the paper's figures)",
     result_file="linear_attention/theory_vs_sim.nc",
     producer="python -m figures.fig_la_theory_vs_sim --recompute",
+    extra="jax",
 )
 
 QUICK = dict(d=3, rhos=(0.0, 0.02), num_steps=3_000, learning_rate=0.25)

@@ -15,7 +15,6 @@ matplotlib.use("Agg")
 
 from figures import FigureSpec, figure_main  # noqa: E402
 from figures._markov import scaled_make  # noqa: E402
-from sims.markov import experiments as X  # noqa: E402
 from sims.markov.plotting import training_figure  # noqa: E402
 
 FIGURE = FigureSpec(
@@ -24,11 +23,13 @@ FIGURE = FigureSpec(
     paper_ref="seed004 Figure 1 (bottom), App. C.1",
     result_file="markov/fig1_minimal.nc",
     producer="python -m figures.fig_markov_1 --recompute",
+    extra="torch",
 )
 
 
 def compute(scale: str):
     """Train the minimal model (finite data, m = 1.7)."""
+    from sims.markov import experiments as X
     from sims.markov.train import train
 
     return train(X.minimal_exp(scale)).ds

@@ -16,7 +16,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main, save_figure  # noqa: E402
-from sims.markov.experiments import flow_config, run_or_load, scale_from_env  # noqa: E402
 from sims.markov.plotting import HEAD_COLORS, mark_stages  # noqa: E402
 from sims.markov.tensor_dynamics import solve_flow, stage_times  # noqa: E402
 
@@ -26,11 +25,13 @@ FIGURE = FigureSpec(
     paper_ref="seed004 Figure 10 (App. C.6)",
     result_file="markov/fig10_ode.nc",
     producer="python -m sims.markov ode --out results/markov/fig10_ode.nc",
+    extra="torch",
 )
 
 
 def compute(scale: str):
     """Integrate the Fig. 10 flow."""
+    from sims.markov.experiments import flow_config
     res = solve_flow(flow_config(scale))
     ds = res.ds
     ds.attrs.update(success=int(res.success), message=res.message)
@@ -79,6 +80,7 @@ def plot(ds, path: Path) -> Path:
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Compute (if needed) and render Figure 10."""
+    from sims.markov.experiments import flow_config, run_or_load, scale_from_env
     scale = scale_from_env(quick)
     name = FIGURE.result_file if scale != "quick" else "markov/quick/fig10_ode.nc"
     ds = run_or_load(

@@ -15,7 +15,6 @@ matplotlib.use("Agg")
 
 from figures import FigureSpec, figure_main  # noqa: E402
 from figures._markov import scaled_make  # noqa: E402
-from sims.markov import experiments as X  # noqa: E402
 from sims.markov.plotting import training_figure  # noqa: E402
 
 FIGURE = FigureSpec(
@@ -24,11 +23,14 @@ FIGURE = FigureSpec(
     paper_ref="seed004 Figures 2-3",
     result_file="markov/fig2_3_full.nc",
     producer="MARKOV_SCALE=paper python -m figures.fig_markov_2_3 --recompute  (GPU)",
+    extra="torch",
+    gpu=True,
 )
 
 
 def compute(scale: str):
     """Train the c-restricted models, then the unrestricted one with KL to them."""
+    from sims.markov import experiments as X
     return X.train_with_references(X.full_exp(scale))
 
 

@@ -16,8 +16,6 @@ import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main, save_figure  # noqa: E402
 from figures._markov import scaled_make  # noqa: E402
-from sims.markov import experiments as X  # noqa: E402
-from sims.markov.train import detect_stages, train  # noqa: E402
 
 FIGURE = FigureSpec(
     name="markov_fig4",
@@ -25,6 +23,7 @@ FIGURE = FigureSpec(
     paper_ref="seed004 Figure 4, App. C.1",
     result_file="markov/fig4_sweeps.nc",
     producer="python -m figures.fig_markov_4 --recompute",
+    extra="torch",
 )
 
 U_VALUES = {"quick": (0.0,), "cpu": (0.0, 0.01, 0.1, 1.0), "paper": (0.0, 0.001, 0.01, 0.1, 1.0)}
@@ -34,6 +33,9 @@ M_VALUES = {"quick": (1.0, 1.7), "cpu": (1.0, 1.3, 1.5, 1.7), "paper": (1.0, 1.3
 def compute(scale: str):
     """One run per u (m = 1.7) and per m (u = 1); stacked on a ``run`` dimension."""
     import xarray as xr
+
+    from sims.markov import experiments as X
+    from sims.markov.train import detect_stages, train
 
     runs, names = [], []
     for u in U_VALUES[scale]:

@@ -24,8 +24,6 @@ import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main, save_figure  # noqa: E402
 from figures._markov import scaled_make  # noqa: E402
-from sims.markov import experiments as X  # noqa: E402
-from sims.markov.train import detect_stages, train  # noqa: E402
 
 FIGURE = FigureSpec(
     name="markov_fig5",
@@ -33,6 +31,7 @@ FIGURE = FigureSpec(
     paper_ref="seed004 Figure 5, App. C.2",
     result_file="markov/fig5_datasize.nc",
     producer="python -m figures.fig_markov_5 --recompute",
+    extra="torch",
 )
 
 SIZES = {"quick": (32, 64), "cpu": (500, 1500, 4000, 9000), "paper": (1000, 2000, 4000, 9000)}
@@ -46,6 +45,8 @@ KL_TO = {
 
 def run_size(job: tuple[str, int, int]):
     """One (scale, size, seed) run: curves plus stage counts at the end and at the best step."""
+    from sims.markov import experiments as X
+    from sims.markov.train import detect_stages, train
     scale, n, seed = job
     if scale == "paper":
         exp = X.reseed(X.full_exp(scale, n_train=n, batch_size=min(n, 3000)), seed)

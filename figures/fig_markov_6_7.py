@@ -13,7 +13,6 @@ matplotlib.use("Agg")
 
 from figures import FigureSpec, figure_main  # noqa: E402
 from figures._markov import scaled_make  # noqa: E402
-from sims.markov import experiments as X  # noqa: E402
 from sims.markov.plotting import training_figure  # noqa: E402
 
 FIGURE = FigureSpec(
@@ -22,11 +21,13 @@ FIGURE = FigureSpec(
     paper_ref="seed004 Figures 6-7, App. C.3",
     result_file="markov/fig6_7_online.nc",
     producer="python -m figures.fig_markov_6_7 --recompute",
+    extra="torch",
 )
 
 
 def compute(scale: str):
     """Train the minimal model with a fresh batch every step."""
+    from sims.markov import experiments as X
     from sims.markov.train import train
 
     return train(X.minimal_exp(scale, online=True)).ds

@@ -14,7 +14,6 @@ matplotlib.use("Agg")
 
 from figures import FigureSpec, figure_main  # noqa: E402
 from figures._markov import scaled_make  # noqa: E402
-from sims.markov import experiments as X  # noqa: E402
 from sims.markov.plotting import training_figure  # noqa: E402
 
 FIGURE = FigureSpec(
@@ -23,11 +22,14 @@ FIGURE = FigureSpec(
     paper_ref="seed004 Figures 8-9, App. C.4",
     result_file="markov/fig8_9_reversed.nc",
     producer="MARKOV_SCALE=paper python -m figures.fig_markov_8_9 --recompute  (GPU)",
+    extra="torch",
+    gpu=True,
 )
 
 
 def compute(scale: str):
     """Train the full model on the reversed-order chain."""
+    from sims.markov import experiments as X
     from sims.markov.chain import ChainConfig
     from sims.markov.train import train
 

@@ -20,7 +20,6 @@ import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main, save_figure  # noqa: E402
 from figures._markov import scaled_make  # noqa: E402
-from sims.markov import experiments as X  # noqa: E402
 
 FIGURE = FigureSpec(
     name="markov_beyond",
@@ -28,6 +27,7 @@ FIGURE = FigureSpec(
     paper_ref="beyond the paper (seed004 x main paper Eq. 11)",
     result_file="markov/beyond_uniformity.nc",
     producer="python -m figures.fig_markov_beyond --recompute",
+    extra="torch",
 )
 
 
@@ -41,6 +41,7 @@ def compute(scale: str, store=None):
     """
     import xarray as xr
 
+    from sims.markov import experiments as X
     from sims.markov.beyond import minimal_uniformity_seeds, ode_uniformity
 
     if scale == "quick":

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "ensure_writable",
     "provenance",
     "git_info",
     "package_versions",
@@ -162,10 +163,57 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, _file_mode())  # mkstemp makes 0600; result files are 0666 & ~umask
         os.replace(tmp_path, target)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def _file_mode() -> int:
+    """The mode a plain ``open(path, "w")`` would give: ``0o666 & ~umask``."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def ensure_writable(path: str | os.PathLike, *, kind: str = "file", arg: str = "--out") -> Path:
+    """Check, before any computation, that a result can be written at ``path``.
+
+    Creates missing parent folders (as the later write would) and probes them with a temporary
+    file, so a bad ``--out`` fails in a second with a clear message instead of after the run.
+
+    Args:
+        path: the file (``kind="file"``) or folder (``kind="dir"``) that will be written.
+        kind: ``"file"`` or ``"dir"``.
+        arg: the argument name to put in the message (``--out``, ``out_dir``).
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        ValueError: naming ``arg``, the path and what is wrong (an existing folder where a file
+            is expected or the reverse, a parent that is a file, no permission to write).
+    """
+    if kind not in ("file", "dir"):
+        raise ValueError(f"`kind` must be 'file' or 'dir'; got {kind!r}.")
+    target = Path(path).expanduser()
+    folder = target if kind == "dir" else target.parent
+    if kind == "file" and target.is_dir():
+        raise ValueError(f"`{arg}` {str(target)!r} is a folder; give a file path.")
+    if kind == "dir" and target.exists() and not target.is_dir():
+        raise ValueError(f"`{arg}` {str(target)!r} is an existing file; give a folder.")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ValueError(
+            f"`{arg}` {str(target)!r} is not writable ({reason}); choose another path."
+        ) from None
+    return target
 
 
 def write_json(path: str | os.PathLike, payload: Mapping[str, Any], *, meta=None) -> Path:

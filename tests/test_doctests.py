@@ -5,7 +5,10 @@ import importlib
 
 import pytest
 
-MODULES = ["sims.entropy", "sims.scalar_odes", "sims.sam_entropy", "sims.io", "theory.verify"]
+MODULES = [
+    "sims.entropy", "sims.scalar_odes", "sims.sam_entropy", "sims.io", "sims.extras",
+    "theory.verify",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -4,6 +4,8 @@ import pytest
 
 import figures
 from figures.__main__ import main as figures_main
+from sims.extras import EXTRAS
+from tests.core_only import run_core_only
 
 
 def test_discover_finds_core_figures():
@@ -37,3 +39,31 @@ def test_unknown_figure_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exc:
         figures_main(["--only", "nope", "--out", "/tmp/x"])
     assert exc.value.code == 2
+
+
+def test_every_figure_declares_an_extra():
+    for name, mod in figures.discover().items():
+        assert mod.FIGURE.extra in EXTRAS, name
+
+
+def test_list_works_on_a_core_install_and_names_missing_extras():
+    # figure modules import only core packages at module level (their extra inside functions)
+    proc = run_core_only("figures", "--list")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    markov = [ln for ln in proc.stdout.splitlines() if "markov/fig5_datasize.nc" in ln]
+    assert markov and "NOT INSTALLED" in markov[0] and "[torch]" in markov[0]
+    core = [ln for ln in proc.stdout.splitlines() if "sam_entropy/sam_entropy.nc" in ln]
+    assert core and "NOT INSTALLED" not in core[0]
+
+
+def test_only_a_figure_whose_extra_is_missing_exits_2_with_the_install_command(tmp_path):
+    proc = run_core_only("figures", "--only", "markov_fig5", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "needs the `torch` extra" in proc.stderr and "pip install" in proc.stderr
+
+
+def test_unwritable_out_fails_before_any_work(capsys):
+    with pytest.raises(SystemExit) as exc:
+        figures_main(["--only", "sam_entropy", "--out", "/proc/x"])
+    assert exc.value.code == 2
+    assert "`--out` '/proc/x' is not writable" in capsys.readouterr().err

@@ -8,6 +8,7 @@ import xarray as xr
 
 from sims.io import (
     atomic_path,
+    ensure_writable,
     provenance,
     read_json,
     read_netcdf,
@@ -54,3 +55,29 @@ def test_netcdf_round_trip_with_meta(tmp_path):
     xr.testing.assert_identical(back.drop_attrs(), ds.drop_attrs())
     assert back.attrs["config"] == {"lr": 0.1, "sizes": [1, 2]} and back.attrs["name"] == "demo"
     assert back.attrs["meta"]["seed"] == 3
+
+
+def test_result_files_get_normal_permissions(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        p = write_json(tmp_path / "r.json", {"a": 1})
+        q = write_netcdf(tmp_path / "r.nc", xr.Dataset({"x": ("i", np.arange(3.0))}))
+    finally:
+        os.umask(old)
+    assert p.stat().st_mode & 0o777 == 0o644 and q.stat().st_mode & 0o777 == 0o644
+
+
+def test_ensure_writable_fails_fast_with_the_argument_name(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match=r"`--out` '/proc/x' is not writable"):
+        ensure_writable("/proc/x", kind="dir")
+    with pytest.raises(ValueError, match=r"`--out` .*afile' is an existing file; give a folder"):
+        ensure_writable(tmp_path / "afile", kind="dir")
+    with pytest.raises(ValueError, match=r"`out_path` .* is not writable"):
+        ensure_writable(tmp_path / "afile" / "r.nc", arg="out_path")  # parent is a file
+    with pytest.raises(ValueError, match="is a folder; give a file path"):
+        ensure_writable(tmp_path, kind="file")
+    made = ensure_writable(tmp_path / "new" / "deeper", kind="dir")
+    assert made.is_dir() and list(made.iterdir()) == []  # the probe file is gone
