@@ -14,7 +14,6 @@ figures go to ``figures/out/`` and results to ``results/`` (both git-ignored).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib
 import pkgutil
@@ -22,6 +21,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
+
+from sims.cli import ArgumentParser
+from sims.plotting import save_figure
 
 __all__ = ["FigureSpec", "discover", "figure_main", "save_figure", "DEFAULT_OUT", "DEFAULT_RESULTS"]
 
@@ -96,24 +98,13 @@ def discover() -> dict[str, ModuleType]:
     return found
 
 
-def save_figure(fig, path: str | Path, *, dpi: int = 120) -> Path:
-    """Write ``fig`` to ``path`` (creating the folder) and close it; return the path."""
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
-    return path
-
-
 def figure_main(
     make: Callable[..., list[Path]], spec: FigureSpec, argv: Sequence[str] | None = None
 ) -> int:
     """Command-line wrapper shared by every figure module's ``main``."""
     mod = sys.modules.get(make.__module__)  # under `python -m`, __spec__ keeps the real name
     name = getattr(getattr(mod, "__spec__", None), "name", None) or make.__module__
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=f"python -m {name}",
         description=f"{spec.title} ({spec.paper_ref}).",
     )

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from sims.cli import ArgumentParser
 from sims.extras import EXTRAS
 from sims.io import ensure_writable
 
@@ -16,7 +16,7 @@ from . import DEFAULT_OUT, DEFAULT_RESULTS, discover
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse arguments and render the figures."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m figures",
         description="Regenerate the paper figures from saved results (computing missing ones).",
     )
