@@ -115,16 +115,24 @@ def figure_main(
         "--recompute", action="store_true", help="recompute the result file even if it exists"
     )
     args = parser.parse_args(argv)
+    from sims.cli import run_cli
     from sims.extras import MissingExtraError
     from sims.io import ensure_writable
+    from sims.parallel import check_workers_env
 
     try:
         spec.require()
         ensure_writable(args.out, kind="dir", arg="--out")
         ensure_writable(args.results, kind="dir", arg="--results")
+        check_workers_env()
     except (MissingExtraError, ValueError) as exc:
-        parser.exit(2, f"error: {exc}\n")
-    paths = make(args.out, results_dir=args.results, quick=args.quick, recompute=args.recompute)
-    for p in paths:
-        print(p)
-    return 0
+        parser.error(str(exc))
+
+    def render(_argv) -> int:
+        paths = make(args.out, results_dir=args.results, quick=args.quick,
+                     recompute=args.recompute)  # fmt: skip
+        for p in paths:
+            print(p)
+        return 0
+
+    return run_cli(render, prog=parser.prog)

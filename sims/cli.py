@@ -17,7 +17,15 @@ import argparse
 import sys
 from typing import NoReturn
 
-__all__ = ["ArgumentParser", "fail"]
+__all__ = ["ArgumentParser", "UsageError", "fail", "run_cli"]
+
+
+class UsageError(ValueError):
+    """Bad user input found by library code (an environment variable, a config file).
+
+    A ``ValueError``, so library callers can catch it as one; :func:`run_cli` prints it as one
+    line and exits with status 2.
+    """
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -33,3 +41,20 @@ def fail(message: str, *, prog: str | None = None, status: int = 2) -> NoReturn:
     head = f"{prog}: error: " if prog else "error: "
     print(head + message, file=sys.stderr)
     raise SystemExit(status)
+
+
+def run_cli(main, argv=None, *, prog: str) -> int:
+    """Call ``main(argv)`` with the project's exit contract for user errors and Ctrl-C.
+
+    :class:`UsageError` and :class:`sims.extras.MissingExtraError` become one line and status 2;
+    ``KeyboardInterrupt`` becomes one line (its message, e.g. what a sweep saved and how to
+    resume) and status 130. Anything else propagates (a bug deserves its traceback).
+    """
+    from .extras import MissingExtraError
+
+    try:
+        return main(argv)
+    except (UsageError, MissingExtraError) as exc:
+        fail(str(exc), prog=prog)
+    except KeyboardInterrupt as exc:
+        fail(str(exc) or "interrupted", prog=prog, status=130)
