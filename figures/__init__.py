@@ -25,7 +25,10 @@ from types import ModuleType
 from sims.cli import ArgumentParser
 from sims.plotting import save_figure
 
-__all__ = ["FigureSpec", "discover", "figure_main", "save_figure", "DEFAULT_OUT", "DEFAULT_RESULTS"]
+__all__ = [
+    "FigureSpec", "discover", "figure_main", "figure_map", "save_figure", "DEFAULT_OUT",
+    "DEFAULT_RESULTS",
+]  # fmt: skip
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "figures" / "out"
@@ -96,6 +99,24 @@ def discover() -> dict[str, ModuleType]:
             raise ValueError(f"two figure modules are named {spec.name!r}.")
         found[spec.name] = mod
     return found
+
+
+def figure_map(found: dict[str, ModuleType] | None = None) -> str:
+    """The figure map of ``figures/README.md``: one Markdown row per registered figure."""
+    found = discover() if found is None else found
+    rows = [
+        "| name | reproduces | module | result file (under `results/`) | producer | needs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, mod in found.items():
+        s = mod.FIGURE
+        needs = "core install" if s.extra == "core" else f"`{s.extra}` extra"
+        if s.gpu:
+            needs += "; a GPU for the full run (`--quick` runs on CPU)"
+        module = mod.__name__.replace(".", "/") + ".py"
+        rows.append(f"| `{name}` | {s.paper_ref} | `{module}` | `{s.result_file}` | "
+                    f"`{s.producer}` | {needs} |")  # fmt: skip
+    return "\n".join(rows)
 
 
 def figure_main(

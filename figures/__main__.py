@@ -12,7 +12,7 @@ from sims.extras import EXTRAS
 from sims.io import ensure_writable
 from sims.parallel import check_workers_env
 
-from . import DEFAULT_OUT, DEFAULT_RESULTS, discover
+from . import DEFAULT_OUT, DEFAULT_RESULTS, discover, figure_map
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,6 +26,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
         description="Regenerate the paper figures from saved results (computing missing ones).",
     )
     parser.add_argument("--list", action="store_true", help="list the registered figures")
+    parser.add_argument(
+        "--markdown", action="store_true",
+        help="print the figure map of figures/README.md (a Markdown table) and exit",
+    )  # fmt: skip
     parser.add_argument("--only", nargs="+", metavar="NAME", help="render only these figures")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder")
@@ -34,6 +38,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     figures = discover()
+    if args.markdown:
+        print(figure_map(figures))
+        return 0
     if args.list:
         width = max(len(n) for n in figures) if figures else 4
         for name, mod in figures.items():

@@ -71,3 +71,13 @@ def test_unwritable_out_fails_before_any_work(capsys):
         figures_main(["--only", "sam_entropy", "--out", "/proc/x"])
     assert exc.value.code == 2
     assert "`--out` '/proc/x' is not writable" in capsys.readouterr().err
+
+
+def test_figures_readme_is_the_generated_figure_map():
+    from pathlib import Path
+
+    readme = (Path(figures.__file__).parent / "README.md").read_text()
+    table = figures.figure_map()
+    assert table in readme, "figures/README.md is stale: regenerate with python -m figures --markdown"
+    for name in figures.discover():
+        assert f"| `{name}` |" in readme
