@@ -78,6 +78,6 @@ def test_figures_readme_is_the_generated_figure_map():
 
     readme = (Path(figures.__file__).parent / "README.md").read_text()
     table = figures.figure_map()
-    assert table in readme, "figures/README.md is stale: regenerate with python -m figures --markdown"
+    assert table in readme, "stale figures/README.md: regenerate with python -m figures --markdown"
     for name in figures.discover():
         assert f"| `{name}` |" in readme
