@@ -20,7 +20,8 @@ def test_single_claim_writes_markdown_and_json(tmp_path, capsys):
     md = (tmp_path / "report.md").read_text()
     assert "## Errata" in md and "lemma_b5_corrected" in md
     data = json.loads((tmp_path / "report.json").read_text())
-    assert data["summary"] == {"verified": 2, "refuted": 1}
+    assert data["summary"] == {"verified": 1, "refuted": 1,
+                               "printed statement refuted; corrected form verified": 1}
     assert data["meta"]["status"] == "success" and "packages" in data["meta"]
     names = [c["name"] for c in data["claims"]]
     assert names == ["thm44_I1_I2_closed_forms", "lemma_b5_as_printed", "lemma_b5_corrected"]
