@@ -50,6 +50,9 @@ __all__ = [
     "train",
     "summarize",
     "onset_sweep",
+    "theorem45_hitting_times",
+    "theorem45_constants",
+    "theorem45_prediction",
     "main",
 ]
 
@@ -468,6 +471,63 @@ def summarize(ds, run: int = 0, *, eps: float = 1e-4,
 # ---------------------------------------------------------------------------------------------
 
 
+def theorem45_hitting_times(c: float, *, q0: float, v0: float, c_m: float, c_v: float):
+    """Corrected Theorem 4.5 hitting times (flow time ``τ = ηt``) of a Frobenius threshold ``c``.
+
+    ``T_V = (c − v(0))/C_V`` from ``v ≥ v(0) + C_V τ`` (App. B (55)) and ``T_QK`` the positive
+    root of ``½ C_M C_V τ² + C_M v(0) τ = ln(c/q(0))`` (App. B (76)); zero when the threshold is
+    already met. Sufficient thresholds: ``c = (1+√d)ηG/ε`` (always) or ``κ(1+√d)ηG/(√d ε)``
+    (condition number κ); the paper's ``(1+√d)ηG/(√d ε)`` is not sufficient (``theory.sosd``).
+    """
+    tv = max((c - v0) / c_v, 0.0)
+    if c <= q0:
+        return tv, 0.0
+    a = c_m * v0
+    return tv, (-a + math.sqrt(a * a + 2 * c_m * c_v * math.log(c / q0))) / (c_m * c_v)
+
+
+def theorem45_constants(cfg: ToyConfig, seed: int, sigma: float) -> dict[str, float]:
+    """App. B's constants at initialization: ``C_V`` (52), ``C_Q``, ``C_K`` (69, 72), norms, κ.
+
+    ``λ_min(X)`` is the smallest singular value of ``X`` (n ≤ d); ``κ_•`` the condition numbers at
+    init (the most favourable reading of Assumption 4.3's bound); ``C_M = min(C_Q, C_K)``.
+    """
+    X, Y, WC, W0 = make_problem(cfg, seed, sigma)
+    _, _, cache = loss_and_grads(W0, X, Y, WC)
+    n, d = cfg.n, cfg.d
+    lam = float(np.linalg.svd(X, compute_uv=False)[-1])
+    gh = float(np.linalg.norm(cache["G_H"]))
+    s = np.linalg.svd(W0, compute_uv=False)  # (3, d)
+    kq, kk, kv = (float(x) for x in s[:, 0] / s[:, -1])
+    base = (math.sqrt(n) - 1) * lam**3 * gh / (n**1.5 * d**2.5)
+    c_q, c_k = base / (kk * kv), base / (kq * kv)
+    fro = np.sqrt((s**2).sum(-1))
+    return {"C_V": lam * gh / math.sqrt(n), "C_Q": c_q, "C_K": c_k, "C_M": min(c_q, c_k),
+            "q0": float(min(fro[0], fro[1])), "v0": float(fro[2]), "lambda_min_X": lam,
+            "G_H0": gh, "kappa_Q": kq, "kappa_K": kk, "kappa_V": kv}  # fmt: skip
+
+
+def theorem45_prediction(cfg: ToyConfig, seed: int, sigma: float, eta: float, eps: float,
+                         grad_max: float) -> dict[str, float]:  # fmt: skip
+    """Theorem 4.5's onset (in GD steps) from its own constants, corrected and as printed.
+
+    Corrected: threshold ``c = (1+√d)ηG/ε`` with ``G = grad_max`` (Assumption 4.3(3)), hitting
+    times of :func:`theorem45_hitting_times` divided by η. Printed: App. B (59) and (79) verbatim
+    (NaN where the printed root is imaginary).
+    """
+    k = theorem45_constants(cfg, seed, sigma)
+    d = cfg.d
+    c = (1 + math.sqrt(d)) * eta * grad_max / eps
+    tv, tqk = theorem45_hitting_times(c, q0=k["q0"], v0=k["v0"], c_m=k["C_M"], c_v=k["C_V"])
+    lam = math.log(1 + math.sqrt(d)) - math.log(eps * k["q0"] * math.sqrt(d))
+    ptv = ((1 + math.sqrt(d)) * eta * grad_max - eps * k["v0"]) / (eps * k["C_V"] * math.sqrt(d))
+    a = k["C_M"] * k["v0"]
+    disc = a * a + 2 * a * lam
+    ptq = (-a + math.sqrt(disc)) / (k["C_M"] * k["C_V"]) if disc >= 0 else math.nan
+    return {**k, "threshold": c, "T_V": tv / eta, "T_QK": tqk / eta,
+            "T_V_printed": ptv / eta, "T_QK_printed": ptq / eta}  # fmt: skip
+
+
 def _qk_growth_coefficient(q: np.ndarray, tau: np.ndarray, upto: int) -> float:
     """Fit ``ln(q/q0) = a τ² + b τ`` on ``[0, upto]``; return ``a`` (= ½ C_M C_V in Eq. 76)."""
     if upto < 5:
@@ -484,7 +544,9 @@ def onset_sweep(ds, *, eps: float = 1e-4, eps_per_eta: float = 2e-4):
     For each run and matrix: ``T_eps`` (the theory's ``T_ε`` at fixed ``eps``), ``T_eps_scaled``
     (at ``ε = eps_per_eta · η``, i.e. the same bound in flow time ``ηt``), the ΔΣ peak step, and the
     Eq. (76) growth coefficient ``a = ½ C_M C_V`` fitted to ``ln q`` (Q's Frobenius norm) against
-    flow time up to Q's ΔΣ peak.
+    flow time up to Q's ΔΣ peak. For each run, Theorem 4.5's own prediction at ``eps``
+    (:func:`theorem45_prediction`: constants of App. B at init, ``G`` = the run's largest gradient
+    norm), corrected (``theorem_T_V``, ``theorem_T_QK``, GD steps) and as printed.
 
     The corrected Theorem 4.5 (App. B, Eqs. 74–79 with the fixes of ``theory/sosd.py``) predicts,
     in flow time ``τ = ηt`` and for small ``v(0)``: ``τ_QK² ≈ ln(c/q0) / a``, so at fixed ``c``
@@ -499,6 +561,10 @@ def onset_sweep(ds, *, eps: float = 1e-4, eps_per_eta: float = 2e-4):
     import xarray as xr
 
     R = ds.sizes["run"]
+    cfg = ToyConfig(**{k: ds.attrs[k] for k in ("n", "d", "classes", "steps", "readout_scale",
+                                                "labels")})  # fmt: skip
+    pred = {k: np.full(R, np.nan) for k in ("T_V", "T_QK", "T_V_printed", "T_QK_printed",
+                                             "C_V", "C_M")}  # fmt: skip
     Tf = np.full((R, 3), np.nan)
     Ts = np.full((R, 3), np.nan)
     pk = np.full((R, 3), np.nan)
@@ -513,12 +579,17 @@ def onset_sweep(ds, *, eps: float = 1e-4, eps_per_eta: float = 2e-4):
             pk[i, j] = float(np.nanargmax(dsg[:, j]))
         tau = eta * r.step.values.astype(float)
         a_fit[i] = _qk_growth_coefficient(r.frobenius.values[:, 0], tau, int(pk[i, 0]))
+        p = theorem45_prediction(cfg, int(r.seed), float(r.sigma), eta, eps,
+                                 float(np.nanmax(r.grad_norm.values)))  # fmt: skip
+        for k in pred:
+            pred[k][i] = p[k]
     out = xr.Dataset(
         {
             "T_eps": (("run", "matrix"), Tf),
             "T_eps_scaled": (("run", "matrix"), Ts),
             "peak_step": (("run", "matrix"), pk),
             "qk_growth_a": (("run",), a_fit),
+            **{f"theorem_{k}": (("run",), v) for k, v in pred.items()},
         },
         coords={"run": ds.run.values, "seed": ("run", ds.seed.values),
                 "eta": ("run", ds.eta.values), "sigma": ("run", ds.sigma.values),
