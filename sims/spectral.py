@@ -607,6 +607,8 @@ class SpectralRecorder:
             ``every``) for the weight cosine to the final state (default: none).
         dtype: ``"float64"`` (default) or ``"float32"`` for the SVD.
         group: optional callable ``name -> str`` (e.g. ``"attn"``/``"mlp"``) stored as a coord.
+        split_leading: also accept 3-D parameters ``(H, m, n)`` as ``H`` matrices named
+            ``"name[h]"`` (per-head weights stored as one tensor).
 
     Raises:
         ValueError: for ``every <= 0``, a bad ``snapshot_every``, an unknown dtype, no 2-D
@@ -633,6 +635,7 @@ class SpectralRecorder:
         snapshot_every: int | None = None,
         dtype: str = "float64",
         group: Callable[[str], str] | None = None,
+        split_leading: bool = False,
     ):
         if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every <= 0:
             raise ValueError(f"`every` must be a positive integer (steps); got {every!r}.")
@@ -653,24 +656,36 @@ class SpectralRecorder:
         self.dtype = dtype
         named = self._named(params)
         chosen = _select(named, include, exclude)
-        two_d = [n for n in chosen if len(_shape(named[n])) == 2]
+        ok_ndim = (2, 3) if split_leading else (2,)
+        two_d = [n for n in chosen if len(_shape(named[n])) in ok_ndim]
         if include is not None:
-            bad = [n for n in chosen if len(_shape(named[n])) != 2]
+            bad = [n for n in chosen if len(_shape(named[n])) not in ok_ndim]
             if bad:
+                hint = "" if split_leading else " (pass split_leading=True for per-head stacks)"
                 raise ValueError(
                     f"`include` selects parameters that are not 2-D: "
-                    f"{[(n, _shape(named[n])) for n in bad][:5]}; spectra need matrices."
+                    f"{[(n, _shape(named[n])) for n in bad][:5]}; spectra need matrices{hint}."
                 )
         if not two_d:
             raise ValueError(
                 "no 2-D parameter selected (check `include`/`exclude`); names seen: "
                 f"{list(named)[:10]}."
             )
-        self.names = two_d
+        # matrix name -> (parameter name, index along the leading axis or None)
+        self._source: dict[str, tuple[str, int | None]] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        for n in two_d:
+            shp = tuple(int(x) for x in _shape(named[n]))
+            if len(shp) == 2:
+                self._source[n], self.shapes[n] = (n, None), shp
+            else:
+                for i in range(shp[0]):
+                    self._source[f"{n}[{i}]"], self.shapes[f"{n}[{i}]"] = (n, i), shp[1:]
+        self.names = list(self._source)
+        self.split_leading = split_leading
         # A mapping is read live at each record (its entries may be replaced between steps); a
         # module's parameters are updated in place, so the dict of named parameters stays valid.
         self._params = params if isinstance(params, Mapping) else {n: named[n] for n in two_d}
-        self.shapes = {n: tuple(int(s) for s in _shape(named[n])) for n in two_d}
         self.group = group
         self._steps: list[int] = []
         self._sigma: list[dict[str, np.ndarray]] = []
@@ -680,6 +695,10 @@ class SpectralRecorder:
         self._snap: dict[int, dict[str, np.ndarray]] = {}
         self._hook_step = 0
         self.seconds = 0.0  # time spent recording (for overhead accounting)
+
+    def _resolve(self, src: Mapping[str, Any], name: str) -> Any:
+        pname, idx = self._source[name]
+        return src[pname] if idx is None else src[pname][idx]
 
     @staticmethod
     def _named(params: Any) -> dict[str, Any]:
@@ -723,10 +742,10 @@ class SpectralRecorder:
                 f"{self._steps[-1]}."
             )
         src = self._params if values is None else values
-        missing = [n for n in self.names if n not in src]
+        missing = sorted({p for p, _ in self._source.values() if p not in src})
         if missing:
-            raise ValueError(f"`values` misses matrices {missing[:5]}.")
-        mats = {n: src[n] for n in self.names}
+            raise ValueError(f"`values` misses parameters {missing[:5]}.")
+        mats = {n: self._resolve(src, n) for n in self.names}
         for n, m in mats.items():
             if tuple(int(s) for s in _shape(m)) != self.shapes[n]:
                 raise ValueError(
@@ -914,7 +933,7 @@ class SpectralRecorder:
         if self._snap:
             final = self._snap.get(self._steps[-1])
             if final is None:
-                final = {n: _to_cpu_copy(self._params[n]) for n in names}
+                final = {n: _to_cpu_copy(self._resolve(self._params, n)) for n in names}
             for i, st in enumerate(self._steps):
                 snap = self._snap.get(st)
                 if snap is None:
@@ -1013,6 +1032,7 @@ def record_trajectory(
     dtype: str = "float64",
     group: Callable[[str], str] | None = None,
     snapshot_every: int | None = None,
+    split_leading: bool = False,
 ):
     """SoSD metrics of a stored parameter trajectory (JAX pytrees, numpy or torch arrays).
 
@@ -1030,6 +1050,7 @@ def record_trajectory(
         snapshot_every: keep weights every this many *steps* for the weight cosine to the final
             state (must divide the step spacing pattern; default: every state when the trajectory
             has at most 200 states, else none).
+        split_leading: treat 3-D leaves ``(H, m, n)`` (4-D when stacked) as ``H`` matrices.
 
     Returns:
         The recorder's ``xarray.Dataset`` (see :meth:`SpectralRecorder.to_dataset`).
@@ -1039,7 +1060,8 @@ def record_trajectory(
     """
     if stacked:
         flat = _flatten_tree(trajectory)
-        mats = {k: v for k, v in flat.items() if len(_shape(v)) == 3}
+        ok = (3, 4) if split_leading else (3,)
+        mats = {k: v for k, v in flat.items() if len(_shape(v)) in ok}
         if not mats:
             raise ValueError("`stacked=True` needs leaves of shape (T, m, n); found none.")
         lengths = {int(_shape(v)[0]) for v in mats.values()}
@@ -1050,7 +1072,8 @@ def record_trajectory(
     else:
         if isinstance(trajectory, Mapping) or not isinstance(trajectory, Sequence):
             trajectory = list(trajectory) if not isinstance(trajectory, Mapping) else [trajectory]
-        states = [{k: v for k, v in _flatten_tree(s).items() if len(_shape(v)) == 2}
+        ok = (2, 3) if split_leading else (2,)
+        states = [{k: v for k, v in _flatten_tree(s).items() if len(_shape(v)) in ok}
                   for s in trajectory]  # fmt: skip
     if not states:
         raise ValueError("`trajectory` is empty.")
@@ -1068,9 +1091,9 @@ def record_trajectory(
             raise ValueError(f"`snapshot_every` must be positive; got {snapshot_every!r}.")
         snaps = {s for s in steps_list if s % snapshot_every == 0} | {steps_list[-1]}
     rec = SpectralRecorder(states[0], every=1, include=include, exclude=exclude, dtype=dtype,
-                           group=group)  # fmt: skip
+                           group=group, split_leading=split_leading)  # fmt: skip
     for st, state in zip(steps_list, states, strict=True):
         rec.record(st, values=state)
         if st in snaps:
-            rec._snap[st] = {n: _to_cpu_copy(state[n]) for n in rec.names}
+            rec._snap[st] = {n: _to_cpu_copy(rec._resolve(state, n)) for n in rec.names}
     return rec.to_dataset(attrs={"source": "record_trajectory", "every": 0})

@@ -8,10 +8,17 @@ import figures
 from sims.io import read_json
 
 
-@pytest.mark.parametrize("name", ["sosd_toy", "sosd_theory"])
+@pytest.mark.parametrize(
+    "name", ["sosd_toy", "sosd_theory", pytest.param("sosd_bridge", marks=pytest.mark.slow)]
+)
 def test_quick_render_and_reuse(name, tmp_path):
     mod = figures.discover()[name]
-    assert mod.FIGURE.extra == "core"
+    if name == "sosd_bridge":
+        pytest.importorskip("torch")
+        pytest.importorskip("jax")
+        assert mod.FIGURE.extra == "torch"
+    else:
+        assert mod.FIGURE.extra == "core"
     paths = mod.make(tmp_path / "out", results_dir=tmp_path / "res", quick=True)
     assert paths and all(p.exists() and p.stat().st_size > 20_000 for p in paths)
     assert all("quick" in p.name for p in paths)  # never overwrites the full figure

@@ -472,3 +472,24 @@ def test_dataset_roundtrip_netcdf(tmp_path):
     xr.testing.assert_allclose(back.drop_vars(["reason", "state_reason"]),
                                ds.drop_vars(["reason", "state_reason"]))  # fmt: skip
     assert back.reason.values.tolist() == ds.reason.values.tolist()
+
+
+def test_recorder_splits_per_head_stacks():
+    rng = np.random.default_rng(12)
+    state = {"A": rng.standard_normal((3, 4, 5)), "w": rng.standard_normal((4, 4))}
+    hist = []
+    rec = SpectralRecorder(state, every=1, split_leading=True)
+    for step in range(3):
+        rec.record(step)
+        hist.append({k: v.copy() for k, v in state.items()})
+        state = {k: v + 0.3 * rng.standard_normal(v.shape) for k, v in state.items()}
+        rec._params = state  # a new mapping object: the live mapping is replaced here
+    ds = rec.to_dataset()
+    assert list(ds.matrix.values) == ["A[0]", "A[1]", "A[2]", "w"]
+    assert ds.rows.sel(matrix="A[1]") == 4 and ds.cols.sel(matrix="A[1]") == 5
+    got = float(ds.delta_sigma.sel(matrix="A[2]").isel(record=2))
+    assert got == pytest.approx(sd_variation(hist[1]["A"][2], hist[2]["A"][2]), rel=1e-10)
+    with pytest.raises(ValueError, match="split_leading=True"):
+        SpectralRecorder(state, include=r"^A$")
+    traj = record_trajectory(hist, split_leading=True)
+    np.testing.assert_allclose(traj.delta_sigma.values, ds.delta_sigma.values, rtol=1e-10)
