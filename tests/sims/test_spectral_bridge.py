@@ -56,7 +56,7 @@ def test_capture_records_what_the_loop_did():
 
 
 def test_capture_counts_sam_once_and_two_optimizers_once():
-    from llm_validation.optim import SAM
+    from sims.optim import SAM
 
     x, y = torch.randn(16, 6), torch.randn(16, 3)
     m = _mlp()
