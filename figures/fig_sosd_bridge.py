@@ -112,14 +112,22 @@ def plot(la, markov: list, path=None):
     a.set(xlabel="step", ylabel="train loss", title="(a) linear attention, GD run 0: loss drops "
           "(dashed) vs ΔΣ")  # fmt: skip
     a2.legend(fontsize=8, loc="upper right")
-    # (b) alignment
+    # (b) alignment, keys and merged matrix
+    from sims.spectral_bridge import alignment_table
+
     arms = list(la.arm.values)
-    offs = _offsets(la.attrs["alignment"], arms)
-    b.boxplot([np.maximum(offs[k], 1e-4) for k in arms], tick_labels=arms)
+    data, labels = [], []
+    for mat in ("key", "merged"):
+        offs = _offsets(alignment_table(la, mat), arms)
+        for k in arms:
+            data.append(np.maximum(offs[k], 1e-4))
+            labels.append(f"{mat}\n{k.replace('gd_upsample', 'upsample')}")
+    b.boxplot(data, tick_labels=labels)
+    b.tick_params(axis="x", labelsize=7)
     b.set_yscale("log")
     b.axhline(_chance(la.attrs["alignment"]), color="r", ls="--", label="chance (random peaks)")
     b.set(ylabel="|ΔΣ peak − loss drop| / drop time",
-          title="(b) each loss drop vs nearest ΔΣ(M) peak")  # fmt: skip
+          title="(b) each loss drop vs the nearest ΔΣ peak")  # fmt: skip
     b.legend(fontsize=8)
     # (c) onsets
     on = la.onset.values  # (arm, run)

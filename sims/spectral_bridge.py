@@ -39,6 +39,7 @@ __all__ = [
     "la_spectra",
     "LAStudyConfig",
     "la_study",
+    "alignment_table",
     "markov_study",
 ]
 
@@ -416,7 +417,6 @@ def la_study(cfg: LAStudyConfig, *, eps: float | None = None, progress: bool = F
     drops = np.full((len(methods), R, cfg.d), np.nan)
     onset = np.full((len(methods), R), np.nan)
     onset_eps = np.full((len(methods), R), np.nan)
-    align: dict[str, list] = {m: [] for m in methods}
     for i, m in enumerate(methods):
         ds = results[m].ds
         for r in range(R):
@@ -432,8 +432,6 @@ def la_study(cfg: LAStudyConfig, *, eps: float | None = None, progress: bool = F
             if eps is not None:
                 onset_eps[i, r] = detect_onset(rec_steps, merged, method="threshold",
                                                eps=eps).step  # fmt: skip
-            pk = peak_times(rec_steps, merged)
-            align[m].append(stage_alignment(drops[i, r], pk, horizon=float(rec_steps[-1])))
     out = xr.Dataset(
         {
             "delta_sigma": (("arm", "run", "record", "matrix"), dsig),
@@ -446,11 +444,34 @@ def la_study(cfg: LAStudyConfig, *, eps: float | None = None, progress: bool = F
         coords={"arm": methods, "run": np.arange(R), "record": np.arange(S),
                 "step": ("record", rec_steps), "matrix": names,
                 "feature": np.arange(cfg.d)},  # fmt: skip
-        attrs={"config": dataclasses.asdict(cfg), "alignment": align,
+        attrs={"config": dataclasses.asdict(cfg),
                "status": "success" if all(r.success for r in results.values()) else "failed",
                "messages": {m: r.message for m, r in results.items()},
                "eps": eps if eps is not None else math.nan},  # fmt: skip
     )
+    out.attrs["alignment"] = alignment_table(out, "merged")
+    return out
+
+
+def alignment_table(ds, matrix: str = "merged", *, min_ratio: float = 2.0) -> dict[str, list]:
+    """Per arm and run, :func:`stage_alignment` of the drop times with the ΔΣ peaks of ``matrix``.
+
+    Args:
+        ds: a :func:`la_study` dataset (``delta_sigma (arm, run, record, matrix)``,
+            ``drop_time (arm, run, feature)``, coordinate ``step``).
+        matrix: which matrix's ΔΣ peaks (``"merged"``, ``"key"``, ``"query"``).
+        min_ratio: peak prominence (:func:`peak_times`).
+    """
+    steps = ds.step.values
+    out: dict[str, list] = {}
+    for arm in ds.arm.values:
+        rows = []
+        for r in ds.run.values:
+            x = ds.delta_sigma.sel(arm=arm, run=r, matrix=matrix).values
+            pk = peak_times(steps, x, min_ratio=min_ratio)
+            rows.append(stage_alignment(ds.drop_time.sel(arm=arm, run=r).values, pk,
+                                        horizon=float(steps[-1])))  # fmt: skip
+        out[str(arm)] = rows
     return out
 
 

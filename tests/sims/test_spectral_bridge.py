@@ -150,3 +150,26 @@ def test_markov_study_captures_every_run():
         assert {"A[0]", "V[0]"} <= set(sp.matrix.values)
         assert str(sp.state_reason.sel(matrix="V[0]").isel(record=0).values).startswith("zero")
         assert train_ds.attrs["status"] == "success"
+
+
+def test_alignment_table_on_a_planted_dataset():
+    import xarray as xr
+
+    from sims.spectral_bridge import alignment_table
+
+    steps = np.arange(0, 3000, 10)
+    base = 1e-4 * np.ones(steps.size)
+    bumps = base * (1 + 50 * np.exp(-((steps - 1000) / 30) ** 2)
+                    + 50 * np.exp(-((steps - 2000) / 30) ** 2))  # fmt: skip
+    ds = xr.Dataset(
+        {"delta_sigma": (("arm", "run", "record", "matrix"),
+                         np.stack([bumps, base])[None, None].transpose(0, 1, 3, 2)),
+         "drop_time": (("arm", "run", "feature"), np.array([[[1010.0, 1990.0, np.nan]]]))},
+        coords={"arm": ["gd"], "run": [0], "record": np.arange(steps.size),
+                "step": ("record", steps), "matrix": ["key", "merged"]},
+    )  # fmt: skip
+    key = alignment_table(ds, "key")["gd"][0]
+    assert key["n_peaks"] == 2  # peaks at 1000 and 2000 (± one record from the 3-point median)
+    assert np.all(np.abs(np.array(key["offsets"]) - [-10, 10]) <= 10)
+    flat = alignment_table(ds, "merged")["gd"][0]
+    assert flat["n_peaks"] == 0 and flat["offsets"] == []
