@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -732,8 +733,6 @@ class SpectralRecorder:
             ValueError: if ``step`` does not increase, or ``values`` misses a matrix or changes a
                 shape.
         """
-        import time
-
         t0 = time.perf_counter()
         step = int(step)
         if self._steps and step <= self._steps[-1]:

@@ -200,7 +200,7 @@ def check_lemma_a4(n_trials: int = 1000, seed: int = 3, sqrt_of: str = "min",
     from sims.spectral import lemma_a4_bound, sd_variation
 
     rng = _rng(seed)
-    worst, fails, count = 0.0, 0, 0
+    worst, fails, count, lib_mismatch = 0.0, 0, 0, 0
     for i, (a, b) in enumerate(_matrix_pairs(rng, n_trials)):
         sa, sb = _sv(a), _sv(b)
         if not (sa[0] > 0 and sb[0] > 0):
@@ -210,8 +210,8 @@ def check_lemma_a4(n_trials: int = 1000, seed: int = 3, sqrt_of: str = "min",
             sa.sum(), sb.sum())
         sd = np.linalg.norm(sb / sb.sum() - sa / sa.sum())
         if i < 20:  # the library functions compute the same numbers
-            assert abs(sd - sd_variation(a, b)) <= 1e-12 and (
-                sqrt_of != "min" or abs(bound - lemma_a4_bound(a, b)) <= 1e-12 * bound)
+            lib_mismatch += abs(sd - sd_variation(a, b)) > 1e-12 or (
+                sqrt_of == "min" and abs(bound - lemma_a4_bound(a, b)) > 1e-12 * bound)
         ratio = sd / bound
         worst, fails, count = max(worst, ratio), fails + (ratio > 1 + SLACK), count + 1
     toy = ""
@@ -224,10 +224,12 @@ def check_lemma_a4(n_trials: int = 1000, seed: int = 3, sqrt_of: str = "min",
         fails += int(np.sum(r > 1 + SLACK))
         worst = max(worst, tw)
         toy = f"; every step of 4 GD runs of the Sec. 4 model (200 steps): max ratio {tw:.3g}"
-    return CheckResult(fails == 0, worst,
+    return CheckResult(fails == 0 and lib_mismatch == 0, worst,
                        f"{count} seeded pairs m×n up to 23×23 with r = min(m, n) (random, near "
                        "rank-deficient, independent); any update, not only GD", "monte-carlo",
-                       f"{fails} violations; max ΔΣ/bound = {worst:.3g}{toy}")  # fmt: skip
+                       f"{fails} violations; max ΔΣ/bound = {worst:.3g}{toy}; sims.spectral "
+                       f"disagrees with the direct formulas on {lib_mismatch} of 20 "
+                       "pairs")  # fmt: skip
 
 
 @claim("sosd_lemma_a4", f"{REF}, Lemma A.4 (Eq. 18)",
