@@ -81,7 +81,8 @@ def test_grad_accumulation_equals_the_full_batch(optimizer):
 def test_history_schedule_callback_and_sam_info():
     cfg = TINY.replace(optimizer="fsam", rho=0.1, schedule="wsd", decay_fraction=0.4)
     def cb(ctx):
-        return {"lm_norm": float(ctx.model.wte.weight.detach().norm())}
+        return {"lm_norm": float(ctx.model.wte.weight.detach().norm()),
+                "group_lr": ctx.optimizer.param_groups[0]["lr"]}  # fmt: skip
 
     run = train_lm(cfg, callback=cb, callback_every=4)
     h = run.history
@@ -90,6 +91,8 @@ def test_history_schedule_callback_and_sam_info():
     ]
     np.testing.assert_allclose(h.lr.values, expect, rtol=1e-15)
     assert list(h.eval_step.values) == [0, 5, 10] and list(h.callback_step.values) == [4, 8]
+    # the optimizer really used the scheduled rate
+    np.testing.assert_allclose(h.group_lr.values, h.lr.sel(step=[4, 8]).values, rtol=1e-15)
     np.testing.assert_allclose(h.perturbation_norm.values, 0.1, rtol=1e-6)  # ||e|| = rho
     assert np.all(np.isfinite(h.train_loss.values)) and h.attrs["n_params"] > 0
     assert np.isfinite(h.attrs["bayes_loss"]) and h.val_loss.values[-1] > h.attrs["bayes_loss"]
