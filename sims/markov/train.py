@@ -349,7 +349,7 @@ def evaluate(model: torch.nn.Module, data: MarkovData,
 
 
 def _make_optimizer(model: torch.nn.Module, cfg: TrainConfig):
-    from llm_validation.optim import SAM
+    from sims.optim import SAM
 
     groups = param_groups(model, cfg.weight_decay)
     if cfg.optimizer == "adamw":
