@@ -162,7 +162,7 @@ class Algebra:
                 if i == j:  # an identity loop: tr I = dim
                     coeff *= self.dim(name[2:])
                 else:
-                    keep, drop = (j, i) if i in (_ROW, _COL) else (i, j)
+                    keep, drop = (j, i) if j in (_ROW, _COL) else (i, j)
                     nodes = [(n, keep if a == drop else a, keep if b == drop else b)
                              for n, a, b in nodes]  # fmt: skip
                 changed = True
@@ -533,6 +533,46 @@ class MatExpr:
                 partial = new
             out += partial
         return MatExpr(self.alg, self.shape, out)
+
+    def evaluate(self, values: Mapping[str, object], dims: Mapping[str, int],
+                 coeffs: Mapping | None = None):  # fmt: skip
+        """Numeric value for concrete matrices (an independent check of the canonical form).
+
+        Args:
+            values: letter name -> array of the declared shape (vectors as ``(n,)``).
+            dims: dimension label -> size (for identity matrices).
+            coeffs: substitution for the SymPy symbols in the coefficients.
+
+        Returns:
+            A numpy array of shape ``(rows, cols)`` (``1`` for a trivial side).
+        """
+        import numpy as np
+
+        letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+        rows = 1 if self.shape[0] == ONE else dims[self.shape[0]]
+        cols = 1 if self.shape[1] == ONE else dims[self.shape[1]]
+        total = np.zeros((rows, cols))
+        for t in self.terms:
+            c = float(sp.sympify(t.coeff).subs(dict(coeffs or {})))
+            names: dict[int, str] = {}
+
+            def lab(i, names=names):
+                return names.setdefault(i, letters[len(names)])
+
+            ops, subs = [], []
+            for name, i, j in t.nodes:
+                if name.startswith("I:"):
+                    arr = np.eye(dims[name[2:]])
+                else:
+                    arr = np.asarray(values[name], float)
+                    arr = arr.reshape(arr.shape[0], -1) if arr.ndim == 1 and j is not None else arr
+                idx = "".join(lab(x) for x in (i, j) if x is not None)
+                ops.append(arr.reshape(-1) if len(idx) == 1 else arr)
+                subs.append(idx)
+            out = "".join(lab(x) for x in (_ROW, _COL) if x in names)
+            val = np.einsum(",".join(subs) + "->" + out, *ops) if ops else np.array(1.0)
+            total += c * np.asarray(val).reshape(rows, cols)
+        return total
 
     def __repr__(self) -> str:
         nf = self.alg.normal_form(self)
