@@ -2,7 +2,9 @@
 
 Steps: ``data``, ``proxy``, ``select``, ``synthesize``, ``finetune``, ``evaluate``, ``report``,
 ``run-all``; ``show-config`` prints the resolved config, ``models`` lists the named models and
-``convert`` turns a GGUF model into a cached HF folder once. Multi-GPU: put ``accelerate launch``
+``convert`` turns a GGUF model into a cached HF folder once. ``corpus --out DIR`` writes the
+generated MathInstruct-like corpus and benchmarks; ``confirm --scale cpu|gpu`` runs the
+confirmation experiment (issue 14). Multi-GPU: put ``accelerate launch``
 in front (``accelerate launch --num_processes 4 -m llm_validation finetune --config run.json``).
 """
 
@@ -44,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("step", choices=(*STEPS, "show-config", "models", "convert"),
+    p.add_argument("step", choices=(*STEPS, "show-config", "models", "convert", "corpus",
+                                    "confirm"),
                    help="what to run (run-all: every step in order, skipping finished ones)")
     p.add_argument("spec", nargs="?", default=None,
                    help="for `convert`: the model spec (named model, .gguf file or HF folder)")
@@ -57,6 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (data sizes, step counts, models) and exit")
     p.add_argument("--quiet", action="store_true", help="no progress bars or summaries")
+    g = p.add_argument_group("corpus / confirm")
+    g.add_argument("--out", default=None,
+                   help="corpus: output folder; confirm: results folder "
+                        "(default results/llm/confirm_<scale>)")  # fmt: skip
+    g.add_argument("--n-train", type=int, default=20000, help="corpus: training problems")
+    g.add_argument("--n-test", type=int, default=500, help="corpus: problems per benchmark")
+    g.add_argument("--n-pretrain", type=int, default=0, help="corpus: pre-training problems")
+    g.add_argument("--seed", type=int, default=0, help="corpus: seed")
+    g.add_argument("--noise-rate", type=float, default=0.0,
+                   help="corpus: fraction of training answers made wrong")  # fmt: skip
+    g.add_argument("--scale", choices=("cpu", "gpu"), default="cpu", help="confirm: scale")
+    g.add_argument("--seeds", default=None, help="confirm: comma-separated seeds (default 0,1,2)")
+    g.add_argument("--variants", default=None, help="confirm: comma-separated variants")
     return p
 
 
@@ -89,6 +105,10 @@ def _dispatch(args) -> int:
         for name in NAMED_MODELS:
             print(f"{name}: {describe_model(name)}")
         return 0
+    if args.step == "corpus":
+        return _corpus(args)
+    if args.step == "confirm":
+        return _confirm(args)
     cfg = load_config(args.config, overrides)
     if args.step == "show-config":
         print(json.dumps(config_to_dict(cfg), indent=2))
@@ -118,6 +138,41 @@ def _dispatch(args) -> int:
         pipeline.run_finetune(cfg, settings, quiet=args.quiet)
     else:
         pipeline.stage_functions()[args.step](cfg, quiet=args.quiet)
+    return 0
+
+
+def _corpus(args) -> int:
+    from llm_validation.corpus import write_corpus
+    from sims.io import ensure_writable
+
+    if not args.out:
+        raise ValueError("`corpus` needs --out FOLDER.")
+    out = ensure_writable(args.out, kind="dir", arg="--out")
+    paths = write_corpus(out, n_train=args.n_train, n_test=args.n_test,
+                         n_pretrain=args.n_pretrain, seed=args.seed,
+                         noise_rate=args.noise_rate)  # fmt: skip
+    print(f"wrote {args.n_train} training problems to {paths['train']}"
+          + (f", {args.n_pretrain} pre-training problems to {paths['pretrain']}"
+             if paths["pretrain"] else "")
+          + f", and {args.n_test} problems per benchmark under {paths['benchmarks']}")  # fmt: skip
+    return 0
+
+
+def _confirm(args) -> int:
+    import dataclasses
+
+    from sims.extras import require
+
+    require("llm", what=f"{WHAT} confirm")
+    from llm_validation.confirm import SCALES, run_confirmation
+
+    cfg = SCALES[args.scale]
+    if args.seeds:
+        cfg = dataclasses.replace(cfg, seeds=tuple(int(x) for x in args.seeds.split(",")))
+    if args.variants:
+        cfg = dataclasses.replace(cfg, variants=tuple(args.variants.split(",")))
+    out = args.out or f"results/llm/confirm_{args.scale}"
+    run_confirmation(cfg, out, quiet=args.quiet)
     return 0
 
 

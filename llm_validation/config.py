@@ -138,6 +138,8 @@ class ProxyConfig:
         dtype: ``auto`` (bf16 on a GPU that supports it), ``float32``, ``bfloat16``.
         seed: training seed.
         keep_checkpoints: keep the proxy's checkpoint folders after their losses are recorded.
+        save_checkpoints: write a Trainer checkpoint at every recording step so a killed run
+            resumes there (turn off for minute-long CPU proxies, where a crash just reruns).
     """
 
     model: str = "smollm2-135m-instruct"
@@ -154,6 +156,7 @@ class ProxyConfig:
     dtype: str = "auto"
     seed: int = 42
     keep_checkpoints: bool = False
+    save_checkpoints: bool = True
 
     def __post_init__(self):
         _pos_float("proxy", "epoch_fraction", self.epoch_fraction)

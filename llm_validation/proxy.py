@@ -155,7 +155,8 @@ def record_trajectories(
         model = apply_lora(model, seed=cfg.seed)
     recorder = LossRecorder(
         score_records, plan.record_steps, out / "losses", pad_id=tok.pad_token_id,
-        batch_tokens=cfg.loss_batch_tokens, stop_at=plan.stop_step, save_checkpoints=True,
+        batch_tokens=cfg.loss_batch_tokens, stop_at=plan.stop_step,
+        save_checkpoints=cfg.save_checkpoints,
         progress=progress,
     )  # fmt: skip
     t0 = time.perf_counter()

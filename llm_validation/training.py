@@ -242,8 +242,8 @@ class LossRecorder(TrainerCallback):
     ):
         self.records = records
         self.steps = sorted({int(s) for s in steps})
-        if not self.steps or self.steps[0] < 1:
-            raise ValueError(f"`steps` must be positive optimizer steps; got {list(steps)}.")
+        if not self.steps or self.steps[0] < 0:
+            raise ValueError(f"`steps` must be optimizer steps >= 0; got {list(steps)}.")
         self.out_dir = Path(out_dir)
         self.pad_id = pad_id
         self.batch_tokens = batch_tokens
@@ -261,19 +261,28 @@ class LossRecorder(TrainerCallback):
         """Recording steps whose file exists."""
         return [s for s in self.steps if self.path(s).exists()]
 
+    def _maybe_record(self, args, model, step: int) -> None:
+        if step in self.steps and not self.path(step).exists():
+            cuda = torch.cuda.is_available() and next(model.parameters()).is_cuda
+            ctx = (
+                torch.autocast("cuda", dtype=torch.bfloat16)
+                if args.bf16 and cuda
+                else contextlib.nullcontext()
+            )
+            with ctx:
+                self._record(model, step)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        """Record step 0 (before any update) when it is requested."""
+        if state.global_step == 0:
+            self._maybe_record(args, model, 0)
+        return control
+
     def on_step_end(self, args, state, control, model=None, **kwargs):
         """Record at a recording step; request a checkpoint; stop after ``stop_at``."""
         step = state.global_step
         if step in self.steps:
-            if not self.path(step).exists():
-                cuda = torch.cuda.is_available() and next(model.parameters()).is_cuda
-                ctx = (
-                    torch.autocast("cuda", dtype=torch.bfloat16)
-                    if args.bf16 and cuda
-                    else contextlib.nullcontext()
-                )
-                with ctx:
-                    self._record(model, step)
+            self._maybe_record(args, model, step)
             if self.save_checkpoints:
                 control.should_save = True
         if self.stop_at is not None and step >= self.stop_at:
@@ -360,7 +369,16 @@ class ProgressPrinter(TrainerCallback):
 
 
 def _sims_optim():
-    """``sims.optim``'s torch API (``build_optimizer``, ``hf``), or ``None`` when absent."""
+    """``sims.optim``'s torch API (``build_optimizer``, ``hf``), or ``None`` when absent.
+
+    An older ``sims.optim`` that is a single (JAX-only) module has no torch API; it is detected
+    without importing it (importing JAX costs seconds).
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("sims.optim")
+    if spec is None or not spec.submodule_search_locations:
+        return None
     try:
         import sims.optim as so
         from sims.optim import build_optimizer  # noqa: F401
@@ -383,6 +401,8 @@ def make_optimizer(
     """
     so = _sims_optim()
     if so is not None:
+        if name != "sgd":
+            kwargs.setdefault("betas", (0.9, 0.999))  # the HF Trainer's AdamW default
         return so.build_optimizer(name, model, lr=lr, weight_decay=weight_decay, **kwargs)
     if name != "adamw":
         raise ValueError(
