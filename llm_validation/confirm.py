@@ -115,8 +115,9 @@ class ConfirmConfig:
         probes_per_source: training examples per source whose loss is recorded during
             fine-tuning (learning times, eq. 11).
         n_records: loss records over each fine-tuning run (plus step 0).
-        workers: parallel processes (default ``$SBT_WORKERS`` or all cores); threads per
-            process are set so they fill the cores.
+        workers: parallel processes (default ``$SBT_WORKERS`` or all cores).
+        threads: torch threads per process (``None``: cores / workers). One thread per worker
+            is the fastest way to run many small models on a few (shared) cores.
     """
 
     name: str = "cpu"
@@ -168,6 +169,7 @@ class ConfirmConfig:
     probes_per_source: int = 16
     n_records: int = 8
     workers: int | None = None
+    threads: int | None = 1
 
     def __post_init__(self):
         unknown = [v for v in self.variants if v not in VARIANTS]
@@ -301,8 +303,8 @@ def learning_times(steps: np.ndarray, curves: np.ndarray, fraction: float = 0.5)
     return out
 
 
-def _threads(workers: int) -> int:
-    return max(1, (os.cpu_count() or 1) // max(1, workers))
+def _threads(workers: int, fixed: int | None = None) -> int:
+    return fixed if fixed else max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
 def _examples(path: str | os.PathLike) -> list[Example]:
@@ -330,9 +332,15 @@ def _job_pretrain(job: dict):
 
     torch.set_num_threads(job["threads"])
     ex = _examples(job["pretrain_file"])
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     folder = pretrain_from_scratch(ex, job["out"], job["cfg"], progress=False)
-    return xr.Dataset(attrs={"folder": str(folder), "seconds": time.perf_counter() - t0})
+    return xr.Dataset(
+        attrs={
+            "folder": str(folder),
+            "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0,
+        }
+    )
 
 
 def _job_proxy(job: dict):
@@ -343,9 +351,9 @@ def _job_proxy(job: dict):
     torch.set_num_threads(job["threads"])
     cfg = dataclasses.replace(job["cfg"], model=job["model"], seed=job["seed"])
     train = _examples(job["train_file"])
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ds = record_trajectories(train, cfg, job["out"], max_length=job["max_length"], progress=False)
-    ds.attrs = {"seconds": time.perf_counter() - t0}
+    ds.attrs = {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
     return ds
 
 
@@ -363,7 +371,7 @@ def _job_finetune(job: dict):
     torch.set_num_threads(job["threads"])
     out = Path(job["out"])
     benches = {n: load_benchmark(n, root=job["bench_dir"]) for n in BENCHMARKS}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     probes_ds = None
     if job["variant"] == "pt":
         model, tok = load_model(job["model"], padding_side="left")
@@ -418,11 +426,19 @@ def _job_finetune(job: dict):
     ds = xr.Dataset(
         {"accuracy": ("benchmark", acc)},
         coords={"benchmark": list(BENCHMARKS)},
-        attrs={"train_seconds": train_s, "seconds": time.perf_counter() - t0},
+        attrs={
+            "train_seconds": train_s,
+            "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0,
+        },
     )
     if probes_ds is not None:
         ds = xr.merge([ds, probes_ds])
-        ds.attrs.update(train_seconds=train_s, seconds=time.perf_counter() - t0)
+        ds.attrs.update(
+            train_seconds=train_s,
+            seconds=time.perf_counter() - t0,
+            cpu_seconds=time.process_time() - c0,
+        )
     return ds
 
 
@@ -461,6 +477,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
 
     out = ensure_writable(out_dir, kind="dir", arg="out_dir")
     t_start = time.perf_counter()
+    cpu: dict[str, float] = {}  # CPU seconds per phase (1 thread per worker: idle-core time)
     variants = {v: VARIANTS[v] for v in cfg.variants if _available(VARIANTS[v])}
     skipped = [v for v in cfg.variants if v not in variants]
     if skipped:
@@ -506,7 +523,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
                     "cfg": pcfg,
                     "pretrain_file": str(data / "pretrain.json"),
                     "out": str(out / f"pretrain_{role}"),
-                    "threads": _threads(min(workers, 2)),
+                    "threads": _threads(min(workers, 2), cfg.threads),
                 }
             )
     models = {"target": cfg.target, "proxy": cfg.proxy}
@@ -519,6 +536,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
             store=store,
             desc=None if quiet else "pretrain",
         )
+        cpu["pretrain"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
         for j, r in zip(pre_jobs, res, strict=True):
             models[j["role"]] = r.attrs["folder"]
     # 3. proxies: one run per (seed, proxy kind), 15 checkpoints over one epoch
@@ -533,7 +551,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
             "train_file": str(train_file),
             "max_length": cfg.max_length,
             "out": str(out / f"seed{s}" / f"proxy_{kind}"),
-            "threads": _threads(workers),
+            "threads": _threads(workers, cfg.threads),
         }
         for s in cfg.seeds
         for kind in kinds
@@ -548,6 +566,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
             store=store,
             desc=None if quiet else "proxies",
         )
+        cpu["proxies"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
         trajs = {(j["seed"], j["proxy"]): r for j, r in zip(proxy_jobs, res, strict=True)}
     # 4. selections (cheap, here) and the probe sets
     src = np.array([e.source for e in train])
@@ -595,7 +614,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
                     "eval_batch_size": cfg.eval_batch_size,
                     "n_records": cfg.n_records,
                     "out": str(out / f"seed{s}" / vname),
-                    "threads": _threads(workers),
+                    "threads": _threads(workers, cfg.threads),
                 }
             )
     ft_jobs.append(
@@ -608,17 +627,20 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
             "max_new_tokens": cfg.max_new_tokens,
             "eval_batch_size": cfg.eval_batch_size,
             "out": str(out / "pretrained"),
-            "threads": _threads(workers),
+            "threads": _threads(workers, cfg.threads),
         }
     )
     _say(f"fine-tuning + evaluation: {len(ft_jobs)} runs on {workers} workers", quiet)
     res = pmap(
         _job_finetune, ft_jobs, workers=workers, store=store, desc=None if quiet else "finetune"
     )
+    cpu["finetune"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
     ds = _aggregate(
         cfg, variants, ft_jobs, res, sel_info, trajs, train, train_idx, corrupted, levels, src
     )
     ds.attrs["seconds_total_this_call"] = time.perf_counter() - t_start
+    ds.attrs["cpu_seconds"] = json.dumps(cpu)
+    ds.attrs["workers"] = workers
     ds.attrs["models"] = json.dumps(models)
     meta = provenance(
         dataclasses.asdict(cfg),
@@ -813,6 +835,15 @@ def report(ds) -> str:
         f"{ds.sizes['seed']} seeds)",
         "",
     ]
+    if "cpu_seconds" in ds.attrs:
+        cpu = json.loads(ds.attrs["cpu_seconds"])
+        total = sum(cpu.values())
+        out += [
+            f"Compute: {total:.0f} CPU-seconds "
+            f"({', '.join(f'{k} {v:.0f}' for k, v in cpu.items())}) = about "
+            f"{total / 60 / 2:.1f} minutes on 2 idle cores (one thread per worker).",
+            "",
+        ]
     out += _table(ds, {"pt": "PT", "ft": "FT", "ft_up": "FT+UP"}, "Table 2 layout")
     out += _table(
         ds,

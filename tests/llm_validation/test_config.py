@@ -100,3 +100,16 @@ def test_hash_tracks_values():
     assert config_hash(a) != config_hash(b)
     assert config_hash(a) == config_hash(load_config())
     assert json.loads(json.dumps(config_to_dict(a)))["finetune"]["settings"] == ["ft", "ft_up"]
+
+
+def test_committed_configs_load():
+    from pathlib import Path
+
+    import llm_validation
+
+    folder = Path(llm_validation.__file__).parent / "configs"
+    found = sorted(folder.glob("*.json"))
+    assert len(found) >= 3
+    for path in found:
+        cfg = load_config(path)
+        assert cfg.finetune.model in ("gemma3-270m", "smollm2-135m-instruct"), path
