@@ -287,8 +287,37 @@ def _synthesis_stage(cfg: PipelineConfig) -> Stage:
     return Stage(_run_dir(cfg) / "synthesis", "synthesis", key)
 
 
+def _rank() -> int:
+    import os
+
+    return int(os.environ.get("RANK", "0"))
+
+
+def _wait_for_everyone() -> None:
+    """Barrier across ``accelerate launch`` processes (no-op in a single process)."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from accelerate import PartialState
+
+        PartialState().wait_for_everyone()
+
+
 def run_synthesize(cfg: PipelineConfig, *, quiet: bool = False) -> list[Example]:
-    """Rephrase the hard examples (Appendix E); write ``synthesis/synthetic.jsonl``."""
+    """Rephrase the hard examples (Appendix E); write ``synthesis/synthetic.jsonl``.
+
+    Generation runs on process 0 only; under ``accelerate launch`` the others wait.
+    """
+    if _rank() != 0:
+        _wait_for_everyone()
+        return _read_synthetic(_synthesis_stage(cfg).folder / "synthetic.jsonl")
+    try:
+        return _run_synthesize(cfg, quiet=quiet)
+    finally:
+        _wait_for_everyone()
+
+
+def _run_synthesize(cfg: PipelineConfig, *, quiet: bool = False) -> list[Example]:
     from llm_validation.data import write_jsonl
     from llm_validation.models import load_model
     from llm_validation.synthesis import synthesize
@@ -442,7 +471,12 @@ def _eval_targets(cfg: PipelineConfig) -> list[tuple[str, str, Path | None]]:
 
 
 def run_evaluate(cfg: PipelineConfig, *, quiet: bool = False) -> dict:
-    """Evaluate the pretrained and fine-tuned models; ``eval/<name>/scores.json``."""
+    """Evaluate the pretrained and fine-tuned models; ``eval/<name>/scores.json``.
+
+    Evaluation runs on process 0 only (other ``accelerate launch`` processes return ``{}``).
+    """
+    if _rank() != 0:
+        return {}
     from llm_validation.evaluate import evaluate_benchmarks
     from llm_validation.finetune import load_finetuned
     from llm_validation.models import load_model
@@ -481,6 +515,8 @@ def run_evaluate(cfg: PipelineConfig, *, quiet: bool = False) -> dict:
 
 def run_report(cfg: PipelineConfig, *, quiet: bool = False) -> str:
     """Write ``report.md``: selection summary and the Table 2-style accuracy table."""
+    if _rank() != 0:
+        return ""
     from llm_validation.evaluate import accuracy_table
     from sims.io import atomic_path
 
