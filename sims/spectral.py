@@ -741,6 +741,7 @@ class SpectralRecorder:
                 f"{self._steps[-1]}."
             )
         src = self._params if values is None else values
+        self._latest = src  # the source of the last record (the final state for the cosines)
         missing = sorted({p for p, _ in self._source.values() if p not in src})
         if missing:
             raise ValueError(f"`values` misses parameters {missing[:5]}.")
@@ -932,7 +933,7 @@ class SpectralRecorder:
         if self._snap:
             final = self._snap.get(self._steps[-1])
             if final is None:
-                final = {n: _to_cpu_copy(self._resolve(self._params, n)) for n in names}
+                final = {n: _to_cpu_copy(self._resolve(self._latest, n)) for n in names}
             for i, st in enumerate(self._steps):
                 snap = self._snap.get(st)
                 if snap is None:
