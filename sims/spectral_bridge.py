@@ -51,6 +51,7 @@ __all__ = [
     "lm_sosd_config",
     "lm_sosd_summary",
     "lm_decay_start",
+    "lora_matrices",
 ]
 
 
@@ -730,4 +731,31 @@ def lm_sosd_summary(run, spectra, *, decay_start: float | None = None) -> dict[s
     out["val_loss_final"] = float(vl[-1])
     out["bayes_loss"] = float(h.attrs.get("bayes_loss", math.nan))
     out["status"] = run.status
+    return out
+
+
+def lora_matrices(model) -> dict[str, Any]:
+    """LoRA adapter matrices of a PEFT model, and their effective updates ``ΔW = s · B A``.
+
+    For every module with ``lora_A``/``lora_B`` adapter dicts (PEFT's ``LoraLayer``): the
+    ``A`` (``r × in``) and ``B`` (``out × r``) weights and the update ``scaling · B @ A``
+    (``out × in``, rank ≤ r) that the adapter adds to the frozen weight. ``B`` starts at zero, so
+    ``B`` and ``ΔW`` have no spectrum at step 0 (recorded as NaN with that reason). ``ΔW`` is
+    formed in float64 so that its ``min(out, in) − r`` zero singular values stay at round-off.
+    """
+    out: dict[str, Any] = {}
+    for name, mod in model.named_modules():
+        a, b = getattr(mod, "lora_A", None), getattr(mod, "lora_B", None)
+        if a is None or b is None or not hasattr(a, "keys"):
+            continue
+        for key in a.keys():
+            if key not in b:
+                continue
+            wa, wb = a[key].weight, b[key].weight
+            scale = float(getattr(mod, "scaling", {}).get(key, 1.0))
+            out[f"{name}.{key}.A"] = wa
+            out[f"{name}.{key}.B"] = wb
+            out[f"{name}.{key}.delta"] = scale * (wb.double() @ wa.double())  # exact rank ≤ r
+    if not out:
+        raise ValueError("`model` has no LoRA adapters (no module with lora_A/lora_B).")
     return out

@@ -226,3 +226,41 @@ def test_lm_summary_and_configs():
     assert s["a4_ratio_violations"] == 0 and s["a4_records_checked"] > 0
     assert s["decay_ratio"] < 1  # ΔΣ drops when the learning rate drops ×0.1
     assert s["status"] == "success" and np.isfinite(s["val_loss_final"])
+
+
+@pytest.mark.slow
+def test_hf_callback_records_lora_updates_in_a_real_trainer(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    from sims.spectral import hf_spectral_callback, singular_values
+    from sims.spectral_bridge import lora_matrices
+
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=1, num_attention_heads=2,
+                                   num_key_value_heads=2, max_position_embeddings=32)  # fmt: skip
+    torch.manual_seed(0)
+    model = peft.get_peft_model(
+        transformers.LlamaForCausalLM(cfg),
+        peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]),
+    )
+    ids = torch.randint(0, 64, (16, 12))
+    data = [{"input_ids": x, "labels": x} for x in ids]
+    cb = hf_spectral_callback(every=2, matrices=lora_matrices)
+    args = transformers.TrainingArguments(str(tmp_path), per_device_train_batch_size=4,
+                                          max_steps=4, learning_rate=1e-2, report_to=[],
+                                          save_strategy="no", logging_strategy="no",
+                                          use_cpu=True, disable_tqdm=True)  # fmt: skip
+    transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[cb]).train()
+    ds = cb.recorder.to_dataset()
+    assert ds.step.values.tolist() == [0, 2, 4]
+    names = list(ds.matrix.values)
+    assert len(names) == 6 and sum(n.endswith(".delta") for n in names) == 2
+    delta = next(n for n in names if n.endswith(".delta"))
+    b = delta.replace(".delta", ".B")
+    assert str(ds.state_reason.sel(matrix=b).isel(record=0).values).startswith("zero")
+    final = lora_matrices(model)[delta].detach()
+    r = int(ds["rank"].sel(matrix=delta))
+    np.testing.assert_allclose(ds.sigma.sel(matrix=delta).isel(record=-1).values[:r],
+                               singular_values(final), rtol=1e-6, atol=1e-12)  # fmt: skip
+    assert np.count_nonzero(singular_values(final) > 1e-9 * singular_values(final)[0]) <= 4
+    assert np.isfinite(float(ds.delta_sigma.sel(matrix=delta).isel(record=2)))
