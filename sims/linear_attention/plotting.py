@@ -90,8 +90,11 @@ def plot_figure1(ds, path: str | os.PathLike | None = None):
             x = steps[keep] + (1 if row else 0)  # log axis: step + 1
             for c in curves:
                 ax.plot(x, c, color="k", lw=0.5, alpha=0.25)
-            ax.plot(x, np.median(curves, axis=0), color="C3", lw=1.8, label="median of runs")
-            ax.plot(x, curves.mean(axis=0), color="C0", lw=1.4, ls="--", label="mean of runs")
+            first = col == 0  # the legend is on the first panel of each row
+            ax.plot(x, np.median(curves, axis=0), color="C3", lw=1.8,
+                    label="median of runs" if first else "_median")
+            ax.plot(x, curves.mean(axis=0), color="C0", lw=1.4, ls="--",
+                    label="mean of runs" if first else "_mean")
             for lv in levels:
                 ax.axhline(lv, color="grey", ls=":", lw=0.8)
             final = ds.test_loss_at.sel({"method": m, "horizon": horizon}).values
