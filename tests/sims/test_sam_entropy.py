@@ -271,3 +271,20 @@ def test_cli_usage_errors_exit_2(argv, match, capsys, tmp_path):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0, "one line, no usage block"
     assert "error:" in err and pytest.importorskip("re").search(match, err)
+
+
+def test_entropy_ceiling_is_the_limit_of_sam_entropy_at_the_bound():
+    # As ρ → (√3/2)ε every truncated SAM time is dominated by the common log(1 − ρ̂/ε) → −∞,
+    # so p_SAM → λ^-2 / Σλ^-2 and the entropy gap to that ceiling closes like 1/|ln δ|,
+    # δ = 1 − ρ/bound. Approach the bound with real SAM times and check both.
+    lam = np.array([0.4, 0.3, 0.2, 0.1])
+    delta = np.array([1e-3, 1e-6, 1e-10])
+    ds = se.check_theorem(se.SamEntropyConfig(rhos=tuple((1 - delta) * se.rho_bound(0.01)),
+                                              cross_check=False))  # fmt: skip
+    p = lam**-2 / (lam**-2).sum()
+    ceiling = -np.sum(p * np.log(p))
+    assert float(ds.entropy_ceiling) == pytest.approx(ceiling, rel=1e-14)
+    dist = ceiling - ds.entropy_sam.values
+    assert np.all(dist > 0)  # approached from below
+    scaled = dist * np.abs(np.log(delta))  # measured: 1.4447e-3, 1.4450e-3, 1.4445e-3
+    np.testing.assert_allclose(scaled, scaled.mean(), rtol=1e-2)
