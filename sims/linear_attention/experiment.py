@@ -584,7 +584,7 @@ def format_summary(summary: dict) -> str:
     lines.append(head)
     lines.append("-" * len(head))
     for m, row in summary.items():
-        if not isinstance(row, dict) or "paper" not in row:
+        if not isinstance(row, dict) or not isinstance(row.get("paper"), dict):
             continue
         for h in ("paper", "long"):
             r = row[h]

@@ -90,8 +90,11 @@ def plot_figure1(ds, path: str | os.PathLike | None = None):
             x = steps[keep] + (1 if row else 0)  # log axis: step + 1
             for c in curves:
                 ax.plot(x, c, color="k", lw=0.5, alpha=0.25)
-            ax.plot(x, np.median(curves, axis=0), color="C3", lw=1.8, label="median of runs")
-            ax.plot(x, curves.mean(axis=0), color="C0", lw=1.4, ls="--", label="mean of runs")
+            first = col == 0  # the legend is on the first panel of each row
+            ax.plot(x, np.median(curves, axis=0), color="C3", lw=1.8,
+                    label="median of runs" if first else "_median")
+            ax.plot(x, curves.mean(axis=0), color="C0", lw=1.4, ls="--",
+                    label="mean of runs" if first else "_mean")
             for lv in levels:
                 ax.axhline(lv, color="grey", ls=":", lw=0.8)
             final = ds.test_loss_at.sel({"method": m, "horizon": horizon}).values
@@ -128,34 +131,52 @@ def _finish(fig, path):
 
 
 def plot_horizon(ds, path: str | os.PathLike | None = None):
-    """Where the paper's ordering holds: test loss vs horizon, completed runs, entropies."""
+    """Where the paper's ordering holds: loss vs horizon, difference to GD, runs done, entropies."""
     import matplotlib.pyplot as plt
 
     methods = [m for m in (*PAPER, "gd_lr_matched") if m in ds.method.values]
     steps = ds.step.values + 1
     d = ds.feature.size
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), constrained_layout=True)
-    ax = axes[0]
-    for m in methods:
-        curves = ds.test_loss.sel({"method": m}).values
-        ax.plot(steps, np.median(curves, 0), color=COLORS[m], lw=1.6, label=f"{LABELS[m]}: median")
-        ax.plot(steps, curves.mean(0), color=COLORS[m], lw=1.0, ls="--",
-                label=f"{LABELS[m]}: mean")  # fmt: skip
-    gd_med = np.median(ds.test_loss.sel({"method": "gd"}).values, 0)
+    paper = int(ds.horizon_step.sel(horizon="paper"))
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4.8), constrained_layout=True)
+    gd_curves = ds.test_loss.sel({"method": "gd"}).values
+    gd_med, gd_mean = np.median(gd_curves, 0), gd_curves.mean(0)
     both = np.ones_like(gd_med, bool)
     for m in ("gd_upsample", "sam"):
         if m in ds.method.values:
             both &= np.median(ds.test_loss.sel({"method": m}).values, 0) < gd_med
-    _shade(ax, steps, both, "paper's ordering (median of GD+up and SAM < GD)")
-    paper = int(ds.horizon_step.sel(horizon="paper"))
-    ax.axvline(paper, color="k", ls=":", lw=1)
-    ax.text(paper, ax.get_ylim()[1] * 0.98, " paper's horizon", fontsize=7, va="top")
-    ax.set_xscale("log")
-    ax.set_xlabel("horizon (full-batch steps, log scale)")
+    ax = axes[0]
+    for m in methods:
+        curves = ds.test_loss.sel({"method": m}).values
+        ax.plot(steps, np.median(curves, 0), color=COLORS[m], lw=1.6, label=f"{LABELS[m]}")
+        ax.plot(steps, curves.mean(0), color=COLORS[m], lw=1.0, ls="--")
+    levels = ds.saddle_level.values
+    ax.set_ylim(levels[-1] - 0.02, levels[2] + 0.05)
+    ax.set_title("Median (solid) and mean (dashed) test loss over runs (zoom on the last saddles)",
+                 fontsize=8)  # fmt: skip
     ax.set_ylabel("test (population) loss at that step")
-    ax.set_title("Median (solid) and mean (dashed) test loss over runs", fontsize=9)
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=7)
     ax = axes[1]
+    for m in methods:
+        if m == "gd":
+            continue
+        curves = ds.test_loss.sel({"method": m}).values
+        ax.plot(steps, np.median(curves, 0) - gd_med, color=COLORS[m], lw=1.5,
+                label=f"{LABELS[m]}: median − GD median")  # fmt: skip
+        ax.plot(steps, curves.mean(0) - gd_mean, color=COLORS[m], lw=1.0, ls="--",
+                label=f"{LABELS[m]}: mean − GD mean")  # fmt: skip
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_yscale("symlog", linthresh=1e-4)
+    ax.set_ylabel("test loss − GD's (symlog; < 0: better than GD)")
+    ax.set_title("Difference to GD at the same step", fontsize=9)
+    for a in axes[:2]:
+        _shade(a, steps, both, "paper's ordering holds (medians of GD+up and SAM < GD)")
+        a.axvline(paper, color="k", ls=":", lw=1)
+        a.set_xscale("log")
+        a.set_xlim(max(1.0, paper / 20), steps[-1])  # nothing happens before the first drop
+        a.set_xlabel("horizon (full-batch steps, log scale); dotted: the paper's 10,001")
+    axes[1].legend(fontsize=6)
+    ax = axes[2]
     for m in methods:
         last = ds.learning_time.sel({"method": m}).values[:, -1]
         frac = [(np.isfinite(last) & (last < s)).sum() for s in steps]
@@ -166,7 +187,7 @@ def plot_horizon(ds, path: str | os.PathLike | None = None):
     ax.set_ylabel(f"runs that have learned all {d} features")
     ax.set_title(f"Runs past the last saddle (of {ds.run.size})", fontsize=9)
     ax.legend(fontsize=7)
-    ax = axes[2]
+    ax = axes[3]
     ent = [ds.entropy.sel({"method": m}).values for m in methods]
     ax.boxplot([e[np.isfinite(e)] for e in ent], tick_labels=[LABELS[m] for m in methods])
     for i, e in enumerate(ent):

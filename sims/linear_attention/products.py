@@ -47,7 +47,7 @@ QUICK_FIGURE1 = dict(
     d=3, n_heads=3, n_examples=2_000, num_steps=4_001, paper_steps=1_001, n_runs=4,
     learning_rate=0.05, init_scale=0.05, rho=1e-3, log_every=10,
 )  # fmt: skip
-QUICK_ESCAPE = dict(d=3, saddles=(0, 1), backgrounds=(0.0, 4e-3, 1.6e-2), rhos=(5e-4, 1e-3),
+QUICK_ESCAPE = dict(d=3, saddles=(0, 1), backgrounds=(0.0, 1e-2, 3e-2), rhos=(5e-4, 1e-3),
                     eps=0.01, num_steps=2_001)  # fmt: skip
 QUICK_THEORY = dict(d=3, rhos=(0.0, 0.02), num_steps=3_000, learning_rate=0.25)
 

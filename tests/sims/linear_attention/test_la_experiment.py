@@ -18,13 +18,15 @@ from sims.linear_attention.experiment import (
 from sims.linear_attention.measure import learning_times, loss_drop_times
 
 CFG = Figure1Config(d=2, n_heads=2, n_examples=600, num_steps=901, paper_steps=301, n_runs=3,
-                    learning_rate=0.1, init_scale=0.1, rho=2e-3, log_every=1,
+                    learning_rate=0.05, init_scale=0.1, rho=2e-3, log_every=1,
                     methods=METHOD_NAMES)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def ds():
-    return run_figure1(CFG)
+    out = run_figure1(CFG)
+    assert out.attrs["status"] == "success", out.attrs["messages"]
+    return out
 
 
 @pytest.mark.slow
@@ -43,7 +45,7 @@ def test_times_are_first_passages_of_the_test_curves(ds):
     # GD + upsampling's *training* loss is usage-weighted (larger); drop times use the test loss
     tr = ds.train_loss.sel({"method": "gd_upsample"}).values
     te = ds.test_loss.sel({"method": "gd_upsample"}).values
-    assert tr[:, 0].mean() > 1.5 * te[:, 0].mean()
+    assert tr[:, 0].mean() > 1.1 * te[:, 0].mean()
     assert not np.array_equal(loss_drop_times(tr, ds.saddle_level.values),
                               ds.drop_time.sel({"method": "gd_upsample"}).values)
     assert mids.size == CFG.d
