@@ -146,6 +146,7 @@ def format_table(rows: Sequence[Row]) -> str:
     row shows the printed and the corrected residual.
     """
     widths = [w for _, w in _COLUMNS]
+    widths[0] = min(max([widths[0], *(len(r.name) for r in rows)]), 56)  # names never wrap
 
     def block(cells: Sequence[str]) -> list[str]:
         wrapped = [textwrap.wrap(c, w) or [""] for c, w in zip(cells, widths, strict=True)]
@@ -196,8 +197,8 @@ def to_markdown(rows: Sequence[Row]) -> str:
     if caveats:
         lines += ["## Approximations whose dropped term is not small", ""]
         for r in caveats:
-            lines.append(f"- `{r.name}` ({_md(r.reference)}): {_md(r.caveat)} Residual "
-                         f"{_md(r.residual)}.")  # fmt: skip
+            lines.append(f"- `{r.name}` ({_md(r.reference)}): {_md(r.caveat.rstrip('.'))}. "
+                         f"Residual {_md(r.residual)}.")  # fmt: skip
         lines.append("")
     if refuted:
         lines += ["### Statements refuted as printed", ""]
