@@ -400,8 +400,11 @@ def check_fixed_points_complete_printed() -> CheckResult:
     g = m.grad_at(sub)
     at_rest = all(sp.expand(x) == 0 for x in g)
     # condition (3) for S = ∅: k = 0 or q = 0 -- violated; and M = 0 rules out every other S
-    return CheckResult(not at_rest, 0 if at_rest else g, "Σ = diag(λ), N symbolic",
+    # residual: how far the point violates (3), min(‖k₂‖, ‖q₂‖) (0 would satisfy it)
+    violation = min(m.e(2).norm(), m.e(3).norm())
+    return CheckResult(not at_rest, violation if at_rest else g, "Σ = diag(λ), N symbolic",
                        "symbolic",
+                       "residual = min(‖k₂‖, ‖q₂‖), which (3) requires to be 0; "
                        "at v₂ = 0, k₂ = e₂, q₂ = e₃ (head 1 zero) the gradient is exactly 0 "
                        f"({at_rest}); M = 0 forces S = ∅ in (1), and (3) then needs k₂ = 0 or "
                        "q₂ = 0: a fixed point outside all 2^d manifolds",

@@ -304,9 +304,11 @@ def check_attn_m_complete_printed() -> CheckResult:
     at = sp.expand(grads.subs(sub))
     at_rest = at == sp.zeros(*at.shape)
     # not in M_*: w₂ᵀW₁ = 0 ≠ bᵀC⁻¹ (b ≠ 0); not in M₀: W₁ ≠ 0
-    return CheckResult(not at_rest, 0 if at_rest else at, "any symmetric invertible C",
-                       "symbolic",
-                       f"w₂ = 0, W₁ = {W1_v.tolist()}, E[y z] = {list(b_v)}: gradient exactly 0 "
+    return CheckResult(not at_rest, W1_v.norm() if at_rest else at,
+                       "any symmetric invertible C", "symbolic",
+                       "residual = ‖W₁‖_F, which M₀ requires to be 0 (and w₂ᵀW₁ = 0 ≠ "
+                       f"E[y zᵀ]E[zzᵀ]⁻¹ rules out M_*); w₂ = 0, W₁ = {W1_v.tolist()}, "
+                       f"E[y z] = {list(b_v)}: gradient exactly 0 "
                        f"({at_rest}), W₁ ≠ 0 and w₂ᵀW₁ = 0 ≠ E[y zᵀ]E[zzᵀ]⁻¹",
                        sizes="counterexample at H = 2, D = 3 (any D ≥ 2)")
 

@@ -67,19 +67,20 @@ class Row:
         return self.residual
 
 
-def _fmt_residual(res) -> str:
+def _fmt_residual(res, width: int = 60) -> str:
+    """A short display string for any residual (number, SymPy expression, matrix, text)."""
     try:
         if isinstance(res, (int, float)):
             return f"{res:.3g}" if res != 0 else "0"
         expr = sp.sympify(res)
-        if expr == 0:
+        if isinstance(expr, sp.Basic) and expr == 0:
             return "0"
-        if expr.is_number:
+        if isinstance(expr, sp.Expr) and expr.is_number:
             return f"{float(sp.N(expr)):.3g}"
         text = str(expr)
-    except (sp.SympifyError, TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - any residual must render; the raw text is the fallback
         text = str(res)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _row(c: Claim, result: CheckResult | None, seconds: float, error: str | None) -> Row:
@@ -145,6 +146,7 @@ def format_table(rows: Sequence[Row]) -> str:
     row shows the printed and the corrected residual.
     """
     widths = [w for _, w in _COLUMNS]
+    widths[0] = min(max([widths[0], *(len(r.name) for r in rows)]), 56)  # names never wrap
 
     def block(cells: Sequence[str]) -> list[str]:
         wrapped = [textwrap.wrap(c, w) or [""] for c, w in zip(cells, widths, strict=True)]
@@ -195,8 +197,8 @@ def to_markdown(rows: Sequence[Row]) -> str:
     if caveats:
         lines += ["## Approximations whose dropped term is not small", ""]
         for r in caveats:
-            lines.append(f"- `{r.name}` ({_md(r.reference)}): {_md(r.caveat)} Residual "
-                         f"{_md(r.residual)}.")  # fmt: skip
+            lines.append(f"- `{r.name}` ({_md(r.reference)}): {_md(r.caveat.rstrip('.'))}. "
+                         f"Residual {_md(r.residual)}.")  # fmt: skip
         lines.append("")
     if refuted:
         lines += ["### Statements refuted as printed", ""]

@@ -219,7 +219,7 @@ def check_wishart_moment_symbolic() -> CheckResult:
             return dataclasses.replace(r, sizes=f"d = {d}", conditions="general symmetric Σ")
         worst = r
     ok = r_iss and not res_all
-    return CheckResult(ok, worst.residual if ok else (res_all or "Isserlis"),
+    return CheckResult(ok, worst.residual if ok else (str(res_all) if res_all else "Isserlis"),
                        "general symmetric Σ, symbolic N", "symbolic (all d) + entrywise",
                        "all d: E[x_a x_b x_c x_e] derived from the MGF with the rules ∂_i e^φ = "
                        "(Σt)_i e^φ, ∂_i(Σt)_a = Σ_ai (valid in every dimension), then Σ̂ split into "

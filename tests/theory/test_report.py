@@ -134,3 +134,19 @@ def test_table_values_for_a_real_claim():
     assert rows[1].sizes == "counterexample at d = 2"
     text = report.format_table(rows)
     assert "counterexample at d = 2" in text and "1.89" in text
+
+
+def test_any_residual_type_renders():
+    # regression: a dict residual (a trace-algebra normal form) crashed the whole table
+    @claim("_tmp_dict_residual", "ref", "stmt")
+    def _d() -> CheckResult:
+        return CheckResult(False, {"key": 1}, "cond", "symbolic")
+
+    try:
+        row = report.run_claims(["_tmp_dict_residual"])[0]
+        assert row.verdict == "refuted" and row.residual == "{key: 1}"  # sympify'd dict
+        expr = sum(sp.Symbol(f"x{i}") ** i for i in range(1, 12))  # prints as ~60 characters
+        long = report._fmt_residual(expr, width=20)
+        assert len(str(expr)) > 20 and len(long) == 20 and long.endswith("...")
+    finally:
+        CLAIMS.pop("_tmp_dict_residual", None)

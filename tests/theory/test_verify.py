@@ -31,11 +31,13 @@ def test_numeric_route_for_a_true_identity():
 
 
 def test_true_zero_with_float64_roundoff_is_accepted():
-    # cosh² − sinh² − 1 = 0, but at x ≈ 20 float64 loses everything (cosh² ≈ 6e16): the
-    # single-term residual (…)·x evaluates to O(10) in double precision.
-    expr = (sp.cosh(x) ** 2 - sp.sinh(x) ** 2 - 1) * x
+    # exp(cosh² − sinh² − 1) − 1 = 0, but at x ≈ 20 float64 loses everything (cosh² ≈ 6e16,
+    # so cosh² − sinh² is 0 or ±8): the residual evaluates to O(1) in double precision, far above
+    # 1e-8 times the size of its terms (≈ 2; exp of a sum is not expanded at a numeric point).
+    # A guard that let float64 decide would refute this identity; the design accepts it.
+    expr = sp.exp(sp.cosh(x) ** 2 - sp.sinh(x) ** 2 - 1) - 1
     f = sp.lambdify(x, expr, "math")
-    assert abs(f(20.3)) > 1e-3  # the float64 evaluation is round-off, not zero
+    assert all(abs(f(t)) > 0.5 for t in (19.3, 20.3, 21.7))  # round-off, not zero
     r = is_zero(expr, domain={x: (18.0, 22.0)}, simplify=False)
     assert r.holds and r.method == "numeric", r.detail
     assert "float64" in r.detail and "(not used)" in r.detail
