@@ -70,7 +70,8 @@ def _column(axes, ds, std: float) -> None:
             axes[1].plot(t, r.C.values[1:, k, a], color=HEAD_COLORS[k % 5], ls=ls)
     label = "paper's literal 'covariance 1e-6'" if std == 1e-3 else "clean stages"
     axes[0].set_title(f"perturbation std {std:g} ({label}):\n{plural(count_stages(st), 'stage')}"
-                      f", heads decouple at t = {tc:.3g}", fontsize=9)  # fmt: skip
+                      f"; stage 1 at t = {st[0]:.3g}, heads decouple at t = {tc:.3g} "
+                      f"(competitive phase x{tc / st[0]:.3g})", fontsize=9)  # fmt: skip
     axes[0].set(ylabel="attention $s_k$ on target position", ylim=(-0.02, 1.02))
     axes[1].set(ylabel=r"value coefficient $\langle V_k, V^*_a\rangle$")
     ls = r.loss_split.values[1:]  # (time, h, T)

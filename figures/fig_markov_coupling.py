@@ -88,8 +88,9 @@ def plot(ds, scale: str) -> dict:
     axes[0].set(xlabel=r"$\log(1/\epsilon)$ ($\epsilon$: std of the perturbation of $s_k(0)$)",
                 ylabel="decoupling time $t_c$", title="coupling time")  # fmt: skip
     axes[1].set(xlabel=r"$\log(1/\epsilon)$", ylabel=r"$\sqrt{t_c}$",
-                title="; ".join(lines))  # fmt: skip
-    axes[1].title.set_fontsize(8)
+                title="\n".join(lines))  # fmt: skip
+    axes[0].set_ylim(bottom=0)
+    axes[1].title.set_fontsize(9)
     for ax in axes:
         ax.legend(fontsize=7)
     fig.suptitle(f"Heads decouple after ~log$^2$(1/$\\epsilon$), not log(1/$\\epsilon$) "

@@ -171,9 +171,10 @@ def check_coupling_neutral_mode() -> CheckResult:
     res.append(is_zero(blk[:h, :] - sp.zeros(h, 1), simplify=False))  # gamma alone: no dgamma
     holds = all(r.holds for r in res)
     return CheckResult(holds, max((r.residual for r in res), key=lambda x: abs(sp.N(x))),
-                       "h=2, T=3, H in {2, 3}; targets at positions 1..h", "symbolic",
-                       "asymmetric block at the fixed point = 0; symmetric V-block = -H I; the "
-                       "asymmetric dgamma has no gamma term anywhere (neutral)")  # fmt: skip
+                       "targets at positions 1..h; general m", "symbolic",
+                       sizes="h = 2, T = 3, H = 2 and 3",
+                       detail="asymmetric block at the fixed point = 0; symmetric V-block = -H I; "
+                       "the asymmetric dgamma has no gamma term anywhere (neutral)")  # fmt: skip
 
 
 def _taylor(expr: sp.Expr, x: sp.Symbol, n: int) -> sp.Expr:
@@ -252,10 +253,12 @@ def check_symmetric_approach() -> CheckResult:
     pred_amp = approach_amplitudes(cfg.scales, cfg.H, cfg.T)
     rel = float(np.abs(amp / pred_amp - 1).max())
     holds = sym.holds and ans.holds and abs(slope + 0.5) < 0.03 and rel < 0.15
-    return CheckResult(holds, sym.residual, "h=3, T=4 exact series at 3 random rational "
-                       "(m, H, a); T=40, m=1.7 numeric", "symbolic",
-                       f"log-log slope of s_2(t) over t in [1e3, 1e5]: {slope:.3f}; s_r sqrt(t) "
-                       f"at t=1e5 {np.round(amp, 4).tolist()} vs a_r "
+    return CheckResult(holds, sym.residual, "c slaved to its fixed point given s",
+                       "symbolic (exact series at 3 random rational points)",
+                       sizes="series: h = 3, T = 4, random rational m, H in 2..4, a; trajectory: "
+                       "T = 40, H = h = 3, m = 1.7, b0 = 1",
+                       detail=f"log-log slope of s_2(t) over t in [1e3, 1e5]: {slope:.3f}; "
+                       f"s_r sqrt(t) at t=1e5 {np.round(amp, 4).tolist()} vs a_r "
                        f"{np.round(pred_amp, 4).tolist()} (max rel. dev. {rel:.2f}; the ratios "
                        "relax only as t^(-1/T))")  # fmt: skip
 
@@ -301,9 +304,11 @@ def check_coupling_growth_rate() -> CheckResult:
         rates.append(float(np.linalg.eigvals(J).real.max() * np.sqrt(t[i])))
     rel = max(abs(r / beta - 1) for r in rates)
     holds = sym.holds and zero0.holds and rel < 0.1
-    return CheckResult(holds, sym.residual, "h=3, T=4, H=2 symbolic; T=40, H=3, m=1.7, b0=1 "
-                       "numeric for t in [100, 3000]", "symbolic",
-                       f"beta = {beta:.4f}; lambda_max(t) sqrt(t) of the exact asymmetric "
+    return CheckResult(holds, sym.residual, "first order in the distance to the fixed point",
+                       "symbolic + numeric Jacobian",
+                       sizes="symbolic: h = 3, T = 4, H = 2, general m, a; numeric: T = 40, "
+                       "H = h = 3, m = 1.7, b0 = 1, t in [100, 3000]",
+                       detail=f"beta = {beta:.4f}; lambda_max(t) sqrt(t) of the exact asymmetric "
                        f"Jacobian along the symmetric flow: {np.round(rates, 4).tolist()} "
                        f"(max rel. dev. {rel:.3f})")  # fmt: skip
 
@@ -334,9 +339,11 @@ def check_coupling_time_log2() -> CheckResult:
     law = coupling_time_law(EPS, cfg.scales, cfg.H, cfg.T, b=b)
     fit = float(np.abs(law / tc - 1).max())
     return CheckResult(bool(rel < 0.05 and fit < 0.05), rel,
-                       f"T={cfg.T}, H=h=3, m=1.7, b0=1, seed 0, LSODA rtol {cfg.rtol:g}; "
-                       f"decoupling = max_k ||s_k - mean s|| > 0.1", "numeric",
-                       f"t_c = {np.round(tc, 1).tolist()} at eps = {list(EPS)}; slope of "
+                       f"LSODA rtol {cfg.rtol:g}; decoupling = max_k ||s_k - mean s|| > 0.1",
+                       "numeric (integrated flow vs the law)",
+                       sizes=f"T = {cfg.T}, H = h = 3, m = 1.7, b0 = 1, seed 0, "
+                       f"eps = {', '.join(f'{e:g}' for e in EPS)}",
+                       detail=f"t_c = {np.round(tc, 1).tolist()} at eps = {list(EPS)}; slope of "
                        f"sqrt(t_c) vs log(1/eps) {slope:.3f} vs 1/(2 beta) = {1 / (2 * beta):.3f}"
                        f" (rel. dev. {rel:.3f}); leading constant 1/(4 beta^2) = "
                        f"{1 / (4 * beta**2):.2f}, b = {b:.2f}; law within {fit:.1%} of every "
@@ -355,9 +362,11 @@ def check_coupling_time_log_reading() -> CheckResult:
     L = np.log(1.0 / np.asarray(EPS))
     ratio = tc / L
     spread = float(ratio.max() / ratio.min())
-    return CheckResult(bool(spread < 1.5), spread,
-                       f"T={cfg.T}, H=h=3, m=1.7, b0=1, seed 0", "numeric",
-                       f"t_c / log(1/eps) = {np.round(ratio, 1).tolist()} for eps = {list(EPS)} "
-                       f"(x{spread:.2f}, not constant). Theorem 2 itself is only an upper bound "
-                       "eps e^(c t) and is not contradicted; the coupling time follows "
+    return CheckResult(bool(spread < 1.5), spread, "holds if t_c / log(1/eps) varies < 1.5x",
+                       "numeric (integrated flow)",
+                       sizes=f"T = {cfg.T}, H = h = 3, m = 1.7, b0 = 1, seed 0, "
+                       f"eps = {', '.join(f'{e:g}' for e in EPS)}",
+                       detail=f"t_c / log(1/eps) = {np.round(ratio, 1).tolist()} for eps = "
+                       f"{list(EPS)} (x{spread:.2f}, not constant). Theorem 2 itself is only an "
+                       "upper bound eps e^(c t) and is not contradicted; the coupling time follows "
                        "(log(1/eps) + b)^2/(4 beta^2) (seed004_coupling_time_log2)")  # fmt: skip

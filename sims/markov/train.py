@@ -598,6 +598,8 @@ def train(
         if not cfg.online:
             batches._perm, batches._pos = state["perm"], state["pos"]
         torch.set_rng_state(state["torch_rng"])
+        if device.type == "cuda" and state.get("cuda_rng") is not None:  # dropout on the GPU
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
         hist, start, run_loss = state["hist"], state["step"], state["run_loss"]
 
     lr_warning: list[str] = []
@@ -637,6 +639,7 @@ def train(
             "config": exp.to_dict(), "model": model.state_dict(), "opt": _base(opt).state_dict(),
             "sched": sched.state_dict() if sched is not None else None,
             "batch_rng": batch_rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
             "perm": getattr(batches, "_perm", None), "pos": getattr(batches, "_pos", None),
             "hist": hist, "step": step, "run_loss": run_loss,
         }  # fmt: skip

@@ -117,3 +117,19 @@ def test_core_install_says_which_extra():
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1
     r = run_core_only("sims.markov", "ode", "--T", "6", "--t-max", "50")
     assert r.returncode == 0 and "stage times" in r.stdout  # the ODE needs only the core
+
+
+def test_library_never_imports_figures_or_llm_validation():
+    """One-way layers: sims.markov and theory.markov_* import neither figures nor llm_validation."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    files = list((root / "sims" / "markov").glob("*.py")) + list(root.glob("theory/markov_*.py"))
+    assert len(files) >= 10
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+    """One-way layers: sims.markov and theory.markov_* import no figures, no llm_validation."""
+            for n in names:
+                assert n.split(".")[0] not in ("figures", "llm_validation"), f"{f.name}: {n}"
