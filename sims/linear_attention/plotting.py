@@ -197,6 +197,7 @@ def plot_horizon(ds, path: str | os.PathLike | None = None):
     ax.text(0.6, np.log(d), f"log {d} (uniform)", fontsize=7, va="bottom")
     ax.set_ylabel(f"entropy of the {d} learning times (nats, eq. 11)")
     ax.set_title("Uniformity of feature learning (each dot = one run)", fontsize=9)
+    ax.set_xlabel("method")
     ax.tick_params(axis="x", labelsize=7, rotation=15)
     fig.suptitle("When does the paper's ordering hold? " + describe(ds.attrs.get("config", {}),
                                                                       ds.run.size), fontsize=9)
