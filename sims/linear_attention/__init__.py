@@ -24,8 +24,11 @@ _LAZY = {
     "init_params": "models", "merged_matrix": "models", "Moments": "stats",
     "empirical_moments": "stats", "population_moments": "stats", "saddle_losses": "stats",
     "TrainingDivergedError": "train", "TrainResult": "train", "integrate_flow": "train",
-    "train": "train", "train_runs": "train",
+    "train_runs": "train",
 }  # fmt: skip
+# ``train`` (the function) is deliberately not re-exported: the submodule of the same name replaces
+# the package attribute as soon as anything imports it, so the name would mean the module or the
+# function depending on import order. Use ``from sims.linear_attention.train import train``.
 
 __all__ = sorted(_LAZY)
 

@@ -120,8 +120,8 @@ def test_la_spectra_match_the_merged_matrices():
         init_params,
         make_covariance,
         sample_dataset,
-        train,
     )
+    from sims.linear_attention.train import train
     from sims.spectral_bridge import la_spectra
 
     cov = make_covariance("linear", 3, seed=0)
