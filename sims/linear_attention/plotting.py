@@ -123,6 +123,14 @@ def plot_figure1(ds, path: str | os.PathLike | None = None):
     return _finish(fig, path)
 
 
+def _plain_log_ticks(ax):
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
+
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FormatStrFormatter("%g"))
+        axis.set_minor_formatter(NullFormatter())
+
+
 def _finish(fig, path):
     if path is None:
         return fig
@@ -262,6 +270,7 @@ def plot_mechanism(analysis, escape, path: str | os.PathLike | None = None, *, f
         ax.set_title(("Phase" if kind == "phase" else "Learning-time") + " ratios to GD (paired)",
                      fontsize=9)  # fmt: skip
         ax.set_yscale("log")
+        _plain_log_ticks(ax)
         if kind == "phase":
             ax.legend(fontsize=6)
     ax = axes[0, 2]
@@ -298,6 +307,7 @@ def plot_mechanism(analysis, escape, path: str | os.PathLike | None = None, *, f
         ax.plot(lim, lim, "k:", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _plain_log_ticks(ax)
         ax.set_xlabel("predicted SAM/GD time ratio (reduced model, calibrated on the GD run)")
         ax.set_ylabel("simulated SAM/GD time ratio")
         n_diff = int((~same).sum())
