@@ -123,6 +123,19 @@ def plot_figure1(ds, path: str | os.PathLike | None = None):
     return _finish(fig, path)
 
 
+def _lab(kind: str, text: str) -> str:
+    """Legend entries only on the phase panel (the time panel uses the same symbols)."""
+    return text if kind == "phase" else "_" + text
+
+
+def _plain_log_ticks(ax):
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
+
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FormatStrFormatter("%g"))
+        axis.set_minor_formatter(NullFormatter())
+
+
 def _finish(fig, path):
     if path is None:
         return fig
@@ -244,18 +257,18 @@ def plot_mechanism(analysis, escape, path: str | os.PathLike | None = None, *, f
             q1, med, q3 = np.quantile(r, [0.25, 0.5, 0.75], axis=0)
             off = (j - 1) * 0.12
             ax.errorbar(feats + off, med, yerr=[med - q1, q3 - med], fmt="o", color=COLORS[m],
-                        capsize=3, label=f"{LABELS[m]}: simulation (median, IQR)")  # fmt: skip
+                        capsize=3, label=_lab(kind, f"{LABELS[m]}: simulation (median, IQR)"))
             p = pred.sel({"method": m}).values[ok]
             pr = phase(p) / phase(gd_m[ok]) if kind == "phase" else p / gd_m[ok]
             ax.plot(feats + off, np.median(pr, 0), "x", color=COLORS[m], ms=9, mew=2,
-                    label=f"{LABELS[m]}: reduced model, calibrated per run")  # fmt: skip
+                    label=_lab(kind, f"{LABELS[m]}: reduced model, calibrated per run"))
             if d == ans["gd"].size:  # Figure 1's spectrum
                 a = ans[key[m]] / ans["gd"]
                 a = phase(ans[key[m]]) / phase(ans["gd"]) if kind == "phase" else a
                 ax.plot(feats + off, a, "_", color=COLORS[m], ms=16, mew=2,
-                        label=f"{LABELS[m]}: reduced model, all heads at ε=0.002")  # fmt: skip
+                        label=_lab(kind, f"{LABELS[m]}: reduced model, at ε=0.002"))
         ax.axhline(1.0, color="k", lw=0.8)
-        ax.axhline(1.49, color="grey", ls="--", lw=1, label="eq. 9 per feature (×1.49)")
+        ax.axhline(1.49, color="grey", ls="--", lw=1, label=_lab(kind, "eq. 9 per feature (×1.49)"))
         ax.set_xticks(feats)
         ax.set_xlabel("feature i (decreasing eigenvalue λ_i)")
         ax.set_ylabel("SAM / GD " + ("phase duration t_i − t_{i−1}" if kind == "phase"
@@ -263,6 +276,7 @@ def plot_mechanism(analysis, escape, path: str | os.PathLike | None = None, *, f
         ax.set_title(("Phase" if kind == "phase" else "Learning-time") + " ratios to GD (paired)",
                      fontsize=9)  # fmt: skip
         ax.set_yscale("log")
+        _plain_log_ticks(ax)
         if kind == "phase":
             ax.legend(fontsize=6)
     ax = axes[0, 2]
@@ -283,6 +297,7 @@ def plot_mechanism(analysis, escape, path: str | os.PathLike | None = None, *, f
     ax.set_xticklabels([LABELS[m] for m in methods], fontsize=7)
     ax.set_ylabel("entropy(SAM) − entropy(GD) of the 4 learning times (nats)")
     ax.set_title("Entropy gain per run (dots)", fontsize=9)
+    ax.set_xlabel("SAM variant")
     ax.legend(fontsize=6)
     ax = axes[1, 0]
     if "sam" in methods:
@@ -299,6 +314,7 @@ def plot_mechanism(analysis, escape, path: str | os.PathLike | None = None, *, f
         ax.plot(lim, lim, "k:", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _plain_log_ticks(ax)
         ax.set_xlabel("predicted SAM/GD time ratio (reduced model, calibrated on the GD run)")
         ax.set_ylabel("simulated SAM/GD time ratio")
         n_diff = int((~same).sum())
@@ -419,6 +435,7 @@ def plot_upsampling(study, path: str | os.PathLike | None = None):
     ax.set_xticklabels(kinds, fontsize=7, rotation=20)
     ax.set_ylabel("entropy(method) − entropy(GD), 4 learning times (nats)")
     ax.set_title("Uniformity: simulation (dots, median bar) vs theory (dashed)", fontsize=9)
+    ax.set_xlabel("selection upsampled (or control)")
     fig.suptitle("Upsampling in the ATTN_S toy (theory/upsampling.py): entropy rises only if the "
                  "selection boosts late features at least as much as early ones. "
                  + describe(study.attrs.get("config", {}), study.run.size), fontsize=8)

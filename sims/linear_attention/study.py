@@ -37,6 +37,9 @@ from .stats import ansatz_coefficients
 
 __all__ = ["SELECTION_VARIANTS", "StudyConfig", "run_upsampling_study", "summarize_study"]
 
+#: Tolerance of "r_i non-decreasing": sampling noise in the boosts of 80,000 examples is ~0.2%.
+CONDITION_RTOL = 0.005
+
 #: name -> (selection, cluster_features)
 SELECTION_VARIANTS = {
     "hard": ("hard", "trajectory"),
@@ -154,7 +157,8 @@ def run_upsampling_study(cfg: StudyConfig = StudyConfig(), *, progress: bool = F
         "predicted_entropy_change": (("selection", "run"), np.array(pred_dh)),
         "predicted_entropy_change_boost": (("selection", "run"), np.array(pred_dh_boost)),
         "condition_met": (("selection", "run"),
-                          np.array([condition_holds(sels[s]["report"]["sigma_ratio"])
+                          np.array([condition_holds(sels[s]["report"]["sigma_ratio"],
+                                                    rtol=CONDITION_RTOL)
                                     for s in cfg.selections])),
         "eps": (("run", "feature"), eps),
         "lr_boost": (("run",), boost_mean if boost_mean is not None else np.ones(base.n_runs)),
@@ -210,7 +214,8 @@ def summarize_study(ds: xr.Dataset) -> dict:
                 "xq_share_median": np.median(sel.xq_share, 0).tolist(),
                 "enrichment_median": np.median(sel.enrichment, 0).tolist(),
                 "boost_median": np.median(sel.sigma_ratio, 0).tolist(),
-                "condition_met_runs": int(sel.condition_met.sum()),
+                "condition_met_runs": int(condition_holds(sel.sigma_ratio.values,
+                                                          rtol=CONDITION_RTOL).sum()),
                 "predicted_entropy_change_median": float(np.nanmedian(
                     sel.predicted_entropy_change)),
                 "predicted_entropy_change_boost_median": float(np.nanmedian(
