@@ -22,6 +22,18 @@ Scales:
 false (default ``"cpu"``); ``MARKOV_DEVICE`` the torch device they train on (default ``cuda`` when
 available, else ``cpu``). Every result is written with :func:`sims.io.write_netcdf` and
 provenance; :func:`run_or_load` reads it back when it exists.
+
+The paper-scale runs on one GPU (results under ``results/markov/paper/``, images
+``markov_*_paper.png``; the multi-run figures run their jobs in sequence on the one device and
+keep finished runs in ``<result>.parts/`` so an interrupted sweep resumes)::
+
+    MARKOV_SCALE=paper MARKOV_DEVICE=cuda python -m figures --only markov_fig1 markov_fig2_3 \
+        markov_fig4 markov_fig5 markov_fig6_7 markov_fig8_9
+    python -m sims.markov train --model full --scale paper --device cuda \
+        --out results/markov/paper/full.nc --checkpoint results/markov/paper/full.pt
+
+Every run there also computes the best restricted truths once (Monte Carlo, 100 test sequences,
+2048 particles: ~1-4 min of CPU per chain at d = 50).
 """
 
 from __future__ import annotations

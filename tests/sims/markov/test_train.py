@@ -180,6 +180,20 @@ def test_paper_scheduler_passes_stage_one_and_learns_three_patterns():
     assert detect_stages(ds2).n_patterns == 1 and float(ds2.lr[-1]) < 1e-5
 
 
+def test_detect_stages_on_nan_metrics():
+    """All-NaN or partly-NaN KL columns (a diverged run) give inf times, not an IndexError."""
+    steps = np.arange(0, 50, 10)
+    M = np.full((5, 3, 3), np.nan)
+    M[0] = 0.3
+    kl = np.full((5, 3), np.nan)
+    kl[:2, 0] = [1.0, 0.5]  # finite, then NaN
+    ds = xr.Dataset({"group_mass": (("step", "head", "group"), M),
+                     "kl_restricted": (("step", "restricted"), kl)}, coords={"step": steps})
+    rep = detect_stages(ds)
+    assert rep.kl_times.tolist() == [10.0, np.inf, np.inf]
+    assert np.isinf(rep.group_times).all() and rep.n_stages == 0 and rep.n_patterns == 0
+
+
 def test_divergence_stops_with_a_status_and_stage_detection_survives():
     exp = tiny(steps=20, eval_every=5, optimizer="sgd", lr=1e30, grad_clip=None)
     res = train(exp)
