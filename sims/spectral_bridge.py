@@ -626,8 +626,8 @@ def lm_sosd_config(name: str, *, scale: str = "cpu", seed: int = 0):
     * ``cpu`` (minutes each on one core): the :mod:`sims.lm` default decoder (2 layers, width
       64, 2 heads, RoPE, RMSNorm, ReLU², tied embeddings; 0.1M parameters) on the default HMM
       corpus (V = 256, T = 64, Zipf emissions, exact Bayes loss), batch 16, AdamW (0.9, 0.95)
-      lr 3e-3 (Muon: the same rate, matched to AdamW's RMS), 50 warm-up steps, 2000 steps,
-      validation every 25 steps.
+      lr 3e-3 (Muon: the same rate, matched to AdamW's RMS), 50 warm-up steps, 1000 steps,
+      validation every 20 steps.
     * ``gpu``: 6 layers, width 384, 6 heads, T = 256, batch 64, 20k steps, validation every 100
       (about 11M parameters; for a CUDA machine, not run on CPU).
     * ``quick``: 60 steps of a width-32 model (tests).
@@ -637,7 +637,7 @@ def lm_sosd_config(name: str, *, scale: str = "cpu", seed: int = 0):
     if name not in LM_EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; choose one of {sorted(LM_EXPERIMENTS)}.")
     if scale == "cpu":
-        base = LMTrainConfig(steps=2000, warmup_steps=50, eval_every=25, seed=seed)
+        base = LMTrainConfig(steps=1000, warmup_steps=50, eval_every=20, seed=seed)
     elif scale == "quick":
         base = LMTrainConfig(model=GPTConfig(d_model=32, seq_len=32),
                              corpus=CorpusConfig(seq_len=32, n_train=512, n_val=32),
