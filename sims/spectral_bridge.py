@@ -504,7 +504,10 @@ def markov_study(exp, *, every: int = 10, sam_rho: float = 0.05, factor: int = 1
 
     Returns:
         ``(summary, runs)``: ``summary`` an ``xarray.Dataset`` with ``pattern_time (run, group)``,
-        ``onset (run)``, ``a_delta_sigma (run, record)`` and the alignment in ``attrs``;
+        ``onset (run)``, ``a_delta_sigma (run, record)`` (geometric mean over heads), the
+        per-matrix ``delta_sigma``, ``sigma`` and ``nuclear`` ``(run, record, matrix[, k])``, the
+        test loss, and the alignment in ``attrs`` (``<run>`` for the head mean, ``<run>/per_head``
+        for the union of the heads' own ΔΣ peaks);
         ``runs`` maps run name to ``(train dataset, spectra dataset)``.
     """
     import xarray as xr
@@ -522,8 +525,12 @@ def markov_study(exp, *, every: int = 10, sam_rho: float = 0.05, factor: int = 1
                            f"{names}; the capture must see every run.")  # fmt: skip
     steps = spectra[0].step.values
     a_names = [m for m in spectra[0].matrix.values if str(m).startswith("A[")]
+    mats = list(spectra[0].matrix.values)
     n_rec = min(sp.sizes["record"] for sp in spectra)
     dsig = np.full((len(names), n_rec), np.nan)
+    per = np.stack([sp.delta_sigma.values[:n_rec] for sp in spectra])  # (run, record, matrix)
+    sig = np.stack([sp.sigma.values[:n_rec] for sp in spectra])  # (run, record, matrix, k)
+    nuc = np.stack([sp.nuclear.values[:n_rec] for sp in spectra])
     onset = np.full(len(names), np.nan)
     align = {}
     ptimes = []
@@ -538,12 +545,22 @@ def markov_study(exp, *, every: int = 10, sam_rho: float = 0.05, factor: int = 1
         ptimes.append(pt)
         pk = peak_times(steps[:n_rec], g)
         align[name] = stage_alignment(pt, pk, horizon=float(steps[n_rec - 1]))
+        # per head: the union of the heads' own ΔΣ peaks
+        hp = np.unique(np.concatenate([peak_times(steps[:n_rec], a[:, j])
+                                       for j in range(a.shape[1])]))  # fmt: skip
+        align[f"{name}/per_head"] = stage_alignment(pt, hp, horizon=float(steps[n_rec - 1]))
     summary = xr.Dataset(
         {"pattern_time": (("run", "group"), np.stack(ptimes)),
          "onset": (("run",), onset),
-         "a_delta_sigma": (("run", "record"), dsig)},
+         "a_delta_sigma": (("run", "record"), dsig),
+         "delta_sigma": (("run", "record", "matrix"), per),
+         "sigma": (("run", "record", "matrix", "k"), sig),
+         "nuclear": (("run", "record", "matrix"), nuc),
+         "test_loss": (("run", "eval"), np.stack([runs[n].test_loss.values for n in names])),
+         "eval_step": (("eval",), runs[names[0]].step.values)},
         coords={"run": names, "group": np.arange(1, len(ptimes[0]) + 1),
-                "record": np.arange(n_rec), "step": ("record", steps[:n_rec])},
+                "record": np.arange(n_rec), "step": ("record", steps[:n_rec]),
+                "matrix": mats},
         attrs={"alignment": align, "every": every, "sam_rho": sam_rho, "factor": factor,
                "entropy_times": base.entropy_times.values.tolist()},
     )  # fmt: skip
