@@ -35,7 +35,7 @@ FIGURE = FigureSpec(
     extra="torch",
 )
 
-MARKOV_SEEDS = (0, 1)
+MARKOV_SEEDS = (0,)
 
 
 def _paths(results_dir, quick: bool) -> dict[str, Path]:
@@ -151,7 +151,9 @@ def plot(la, markov: list, path=None):
         d.legend(fontsize=8, loc="upper right")
         mo = {k: [] for k in runs}
         for m in markov:
-            for k, v in _offsets(m.attrs["alignment"], runs).items():
+            al = m.attrs["alignment"]
+            keys = [f"{k}/per_head" if f"{k}/per_head" in al else k for k in runs]
+            for k, v in zip(runs, _offsets(al, keys).values(), strict=True):
                 mo[k].extend(v)
         e.boxplot([np.maximum(mo[k], 1e-4) if mo[k] else [np.nan] for k in runs],
                   tick_labels=[k.replace("upsample_", "up_") for k in runs])  # fmt: skip
@@ -160,7 +162,7 @@ def plot(la, markov: list, path=None):
         if ch:
             e.axhline(float(np.median(ch)), color="r", ls="--", label="chance")
         e.set(ylabel="|ΔΣ peak − stage| / stage time",
-              title=f"(e) Markov: stages vs ΔΣ(A) peaks, {len(markov)} seed(s)")
+              title=f"(e) Markov: stages vs the heads' ΔΣ(A[h]) peaks, {len(markov)} seed(s)")
         e.legend(fontsize=8)
         onm = np.stack([m.onset.values for m in markov])  # (seed, run)
         for i in range(len(runs)):

@@ -8,8 +8,8 @@ cosine to 0.1× (Fig. 4c), cosine with weight decay 0 vs 0.1 (Fig. 5a), Muon vs 
 embeddings, 0.1M parameters) on its HMM corpus (V = 256, exact Bayes loss).
 
 Reads ``results/sosd_lm/cpu/<name>_seed<s>.{spectra.nc,history.nc,json}`` and
-``results/sosd_lm/cpu/summary.json``; computes missing runs (about 2–5 min per run on one idle
-core, 18 runs). ``SOSD_LM_SCALE=gpu`` selects the GPU configuration (not run here).
+``results/sosd_lm/cpu/summary.json``; computes missing runs (1000 steps each, about 1–2 min per
+run on one idle core, 18 runs). ``SOSD_LM_SCALE=gpu`` selects the GPU configuration (not run here).
 """
 
 from __future__ import annotations

@@ -504,7 +504,10 @@ def markov_study(exp, *, every: int = 10, sam_rho: float = 0.05, factor: int = 1
 
     Returns:
         ``(summary, runs)``: ``summary`` an ``xarray.Dataset`` with ``pattern_time (run, group)``,
-        ``onset (run)``, ``a_delta_sigma (run, record)`` and the alignment in ``attrs``;
+        ``onset (run)``, ``a_delta_sigma (run, record)`` (geometric mean over heads), the
+        per-matrix ``delta_sigma``, ``sigma`` and ``nuclear`` ``(run, record, matrix[, k])``, the
+        test loss, and the alignment in ``attrs`` (``<run>`` for the head mean, ``<run>/per_head``
+        for the union of the heads' own ΔΣ peaks);
         ``runs`` maps run name to ``(train dataset, spectra dataset)``.
     """
     import xarray as xr
@@ -522,8 +525,12 @@ def markov_study(exp, *, every: int = 10, sam_rho: float = 0.05, factor: int = 1
                            f"{names}; the capture must see every run.")  # fmt: skip
     steps = spectra[0].step.values
     a_names = [m for m in spectra[0].matrix.values if str(m).startswith("A[")]
+    mats = list(spectra[0].matrix.values)
     n_rec = min(sp.sizes["record"] for sp in spectra)
     dsig = np.full((len(names), n_rec), np.nan)
+    per = np.stack([sp.delta_sigma.values[:n_rec] for sp in spectra])  # (run, record, matrix)
+    sig = np.stack([sp.sigma.values[:n_rec] for sp in spectra])  # (run, record, matrix, k)
+    nuc = np.stack([sp.nuclear.values[:n_rec] for sp in spectra])
     onset = np.full(len(names), np.nan)
     align = {}
     ptimes = []
@@ -538,12 +545,22 @@ def markov_study(exp, *, every: int = 10, sam_rho: float = 0.05, factor: int = 1
         ptimes.append(pt)
         pk = peak_times(steps[:n_rec], g)
         align[name] = stage_alignment(pt, pk, horizon=float(steps[n_rec - 1]))
+        # per head: the union of the heads' own ΔΣ peaks
+        hp = np.unique(np.concatenate([peak_times(steps[:n_rec], a[:, j])
+                                       for j in range(a.shape[1])]))  # fmt: skip
+        align[f"{name}/per_head"] = stage_alignment(pt, hp, horizon=float(steps[n_rec - 1]))
     summary = xr.Dataset(
         {"pattern_time": (("run", "group"), np.stack(ptimes)),
          "onset": (("run",), onset),
-         "a_delta_sigma": (("run", "record"), dsig)},
+         "a_delta_sigma": (("run", "record"), dsig),
+         "delta_sigma": (("run", "record", "matrix"), per),
+         "sigma": (("run", "record", "matrix", "k"), sig),
+         "nuclear": (("run", "record", "matrix"), nuc),
+         "test_loss": (("run", "eval"), np.stack([runs[n].test_loss.values for n in names])),
+         "eval_step": (("eval",), runs[names[0]].step.values)},
         coords={"run": names, "group": np.arange(1, len(ptimes[0]) + 1),
-                "record": np.arange(n_rec), "step": ("record", steps[:n_rec])},
+                "record": np.arange(n_rec), "step": ("record", steps[:n_rec]),
+                "matrix": mats},
         attrs={"alignment": align, "every": every, "sam_rho": sam_rho, "factor": factor,
                "entropy_times": base.entropy_times.values.tolist()},
     )  # fmt: skip
@@ -626,8 +643,8 @@ def lm_sosd_config(name: str, *, scale: str = "cpu", seed: int = 0):
     * ``cpu`` (minutes each on one core): the :mod:`sims.lm` default decoder (2 layers, width
       64, 2 heads, RoPE, RMSNorm, ReLU², tied embeddings; 0.1M parameters) on the default HMM
       corpus (V = 256, T = 64, Zipf emissions, exact Bayes loss), batch 16, AdamW (0.9, 0.95)
-      lr 3e-3 (Muon: the same rate, matched to AdamW's RMS), 50 warm-up steps, 2000 steps,
-      validation every 25 steps.
+      lr 3e-3 (Muon: the same rate, matched to AdamW's RMS), 50 warm-up steps, 1000 steps,
+      validation every 20 steps.
     * ``gpu``: 6 layers, width 384, 6 heads, T = 256, batch 64, 20k steps, validation every 100
       (about 11M parameters; for a CUDA machine, not run on CPU).
     * ``quick``: 60 steps of a width-32 model (tests).
@@ -637,7 +654,7 @@ def lm_sosd_config(name: str, *, scale: str = "cpu", seed: int = 0):
     if name not in LM_EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; choose one of {sorted(LM_EXPERIMENTS)}.")
     if scale == "cpu":
-        base = LMTrainConfig(steps=2000, warmup_steps=50, eval_every=25, seed=seed)
+        base = LMTrainConfig(steps=1000, warmup_steps=50, eval_every=20, seed=seed)
     elif scale == "quick":
         base = LMTrainConfig(model=GPTConfig(d_model=32, seq_len=32),
                              corpus=CorpusConfig(seq_len=32, n_train=512, n_val=32),

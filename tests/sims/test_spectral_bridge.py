@@ -209,8 +209,8 @@ def test_lm_summary_and_configs():
         train_lm_with_spectra,
     )
 
-    assert lm_decay_start(lm_sosd_config("step")) == 1000.0
-    assert lm_decay_start(lm_sosd_config("wsd")) == 2000 - 568
+    assert lm_decay_start(lm_sosd_config("step")) == 500.0
+    assert lm_decay_start(lm_sosd_config("wsd")) == 1000 - 284
     assert lm_decay_start(lm_sosd_config("constant")) is None
     assert lm_sosd_config("wsd_muon").optimizer == "muon"
     assert lm_sosd_config("cosine_wd").weight_decay == 0.1
