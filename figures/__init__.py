@@ -14,7 +14,6 @@ figures go to ``figures/out/`` and results to ``results/`` (both git-ignored).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib
 import pkgutil
@@ -23,7 +22,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["FigureSpec", "discover", "figure_main", "save_figure", "DEFAULT_OUT", "DEFAULT_RESULTS"]
+from sims.cli import ArgumentParser
+from sims.plotting import save_figure
+
+__all__ = [
+    "FigureSpec", "discover", "figure_main", "figure_map", "save_figure", "DEFAULT_OUT",
+    "DEFAULT_RESULTS",
+]  # fmt: skip
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "figures" / "out"
@@ -96,15 +101,22 @@ def discover() -> dict[str, ModuleType]:
     return found
 
 
-def save_figure(fig, path: str | Path, *, dpi: int = 120) -> Path:
-    """Write ``fig`` to ``path`` (creating the folder) and close it; return the path."""
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
-    return path
+def figure_map(found: dict[str, ModuleType] | None = None) -> str:
+    """The figure map of ``figures/README.md``: one Markdown row per registered figure."""
+    found = discover() if found is None else found
+    rows = [
+        "| name | reproduces | module | result file (under `results/`) | producer | needs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, mod in found.items():
+        s = mod.FIGURE
+        needs = "core install" if s.extra == "core" else f"`{s.extra}` extra"
+        if s.gpu:
+            needs += "; a GPU for the full run (`--quick` runs on CPU)"
+        module = mod.__name__.replace(".", "/") + ".py"
+        rows.append(f"| `{name}` | {s.paper_ref} | `{module}` | `{s.result_file}` | "
+                    f"`{s.producer}` | {needs} |")  # fmt: skip
+    return "\n".join(rows)
 
 
 def figure_main(
@@ -113,7 +125,7 @@ def figure_main(
     """Command-line wrapper shared by every figure module's ``main``."""
     mod = sys.modules.get(make.__module__)  # under `python -m`, __spec__ keeps the real name
     name = getattr(getattr(mod, "__spec__", None), "name", None) or make.__module__
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=f"python -m {name}",
         description=f"{spec.title} ({spec.paper_ref}).",
     )
@@ -124,16 +136,24 @@ def figure_main(
         "--recompute", action="store_true", help="recompute the result file even if it exists"
     )
     args = parser.parse_args(argv)
+    from sims.cli import run_cli
     from sims.extras import MissingExtraError
     from sims.io import ensure_writable
+    from sims.parallel import check_workers_env
 
     try:
         spec.require()
         ensure_writable(args.out, kind="dir", arg="--out")
         ensure_writable(args.results, kind="dir", arg="--results")
+        check_workers_env()
     except (MissingExtraError, ValueError) as exc:
-        parser.exit(2, f"error: {exc}\n")
-    paths = make(args.out, results_dir=args.results, quick=args.quick, recompute=args.recompute)
-    for p in paths:
-        print(p)
-    return 0
+        parser.error(str(exc))
+
+    def render(_argv) -> int:
+        paths = make(args.out, results_dir=args.results, quick=args.quick,
+                     recompute=args.recompute)  # fmt: skip
+        for p in paths:
+            print(p)
+        return 0
+
+    return run_cli(render, prog=parser.prog)

@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from sims.cli import ArgumentParser, run_cli
 from sims.extras import EXTRAS
 from sims.io import ensure_writable
+from sims.parallel import check_workers_env
 
-from . import DEFAULT_OUT, DEFAULT_RESULTS, discover
+from . import DEFAULT_OUT, DEFAULT_RESULTS, discover, figure_map
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse arguments and render the figures."""
-    parser = argparse.ArgumentParser(
+    """Parse arguments and render the figures (exit 2 on bad input, 130 on Ctrl-C)."""
+    return run_cli(_main, argv, prog="python -m figures")
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    parser = ArgumentParser(
         prog="python -m figures",
         description="Regenerate the paper figures from saved results (computing missing ones).",
     )
     parser.add_argument("--list", action="store_true", help="list the registered figures")
+    parser.add_argument(
+        "--markdown", action="store_true",
+        help="print the figure map of figures/README.md (a Markdown table) and exit",
+    )  # fmt: skip
     parser.add_argument("--only", nargs="+", metavar="NAME", help="render only these figures")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder")
@@ -29,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     figures = discover()
+    if args.markdown:
+        print(figure_map(figures))
+        return 0
     if args.list:
         width = max(len(n) for n in figures) if figures else 4
         for name, mod in figures.items():
@@ -48,16 +60,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [n for n in names if not figures[n].FIGURE.available]
     if args.only and missing:
         spec = figures[missing[0]].FIGURE
-        parser.exit(
-            2,
-            f"error: figure {spec.name!r} needs the `{spec.extra}` extra; "
-            f"install it with: {EXTRAS[spec.extra].install}\n",
+        parser.error(
+            f"figure {spec.name!r} needs the `{spec.extra}` extra; "
+            f"install it with: {EXTRAS[spec.extra].install}"
         )
     try:
         ensure_writable(args.out, kind="dir", arg="--out")
         ensure_writable(args.results, kind="dir", arg="--results")
+        check_workers_env()
     except ValueError as exc:
-        parser.exit(2, f"error: {exc}\n")
+        parser.error(str(exc))
     for name in missing:
         spec = figures[name].FIGURE
         print(f"[{name}] skipped: needs the `{spec.extra}` extra ({EXTRAS[spec.extra].install})")

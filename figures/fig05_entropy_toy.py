@@ -25,7 +25,7 @@ FIGURE = FigureSpec(
     title="Entropy of normalized learning times, 3-feature toy (GD vs SAM)",
     paper_ref="main paper Fig. 5",
     result_file="fig05_entropy_toy/toy.nc",
-    producer="figures.fig05_entropy_toy.compute() (truncated ODEs, closed forms)",
+    producer="python -m figures.fig05_entropy_toy --recompute",
 )
 
 #: Toy configuration: 3 features, ε = 0.2, c = 0.25, ρ at 95% of the bound (√3/2)ε.
@@ -64,7 +64,8 @@ def plot(ds, path: str | Path | None = None):
                title=f"{name}: Entropy = {h:.4f} (uniform: log 3 = {np.log(3):.4f})")  # fmt: skip
         axp.bar(ds.feature.values, p, color="tab:green")
         axp.axhline(1 / 3, color="gray", ls=":")
-        axp.set(ylim=(0, 1), xticks=ds.feature.values, xlabel="feature", ylabel="p_i")
+        axp.set(ylim=(0, 1), xticks=ds.feature.values, xlabel=r"feature $i$",
+                ylabel=r"$p_i = t_i / \sum_j t_j$", title="normalized times (dotted: 1/3)")
     if path is not None:
         save_figure(fig, path, dpi=130)
     return fig
@@ -74,11 +75,14 @@ def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) 
     """Render from the saved toy result, computing it when missing."""
     from sims.io import provenance, read_netcdf, write_netcdf
 
+    # the toy takes 0.1 s: --quick computes the same thing, under its own file names
+    suffix = "_quick" if quick else ""
     src = Path(results_dir) / FIGURE.result_file
+    src = src.with_name(f"{src.stem}{suffix}.nc")
     if recompute or not src.exists():
         cfg, ds = compute()
         write_netcdf(src, ds, meta=provenance(cfg))
-    out = Path(out_dir) / "fig05_entropy_toy.png"
+    out = Path(out_dir) / f"fig05_entropy_toy{suffix}.png"
     plot(read_netcdf(src), out)
     return [out]
 

@@ -1,8 +1,9 @@
 """Where does Theorem 4.4's ordering hold? Entropy gain over (ρ/bound, spectrum spread).
 
 Reads ``results/sam_entropy/sweep.nc`` (``python -m sims.sam_entropy --sweep``); computes it when
-missing. One heatmap per model: truncated/full ODEs × first-order/exact SAM. Blank cells: some
-feature is never learned (entropy undefined); crosses: the ordering fails.
+missing. One heatmap per model: truncated/full ODEs × first-order/exact SAM. Grey hatched
+cells: some feature is never learned (entropy undefined); crosses: the ordering fails. The
+drawing lives in :mod:`sims.sam_entropy_plots`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from figures import FigureSpec, figure_main
-from figures.fig_sam_entropy import plot_sweep
+from sims.sam_entropy_plots import plot_sweep
 
 FIGURE = FigureSpec(
     name="sam_entropy_sweep",

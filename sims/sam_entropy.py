@@ -32,8 +32,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from .cli import ArgumentParser
 from .entropy import majorization, shannon_entropy
-from .io import provenance, to_jsonable, write_json, write_netcdf
+from .io import ensure_writable, provenance, to_jsonable, write_json, write_netcdf
+from .sam_entropy_plots import plot, plot_sweep
 from .scalar_odes import (
     SQRT3,
     a_coefficient,
@@ -180,7 +182,7 @@ class SamEntropyConfig:
         object.__setattr__(self, "rhos", tuple(sorted(rhos)))
 
 
-def _times(cfg: SamEntropyConfig, rho: float, dynamics: str, method: str):
+def _times(cfg: SamEntropyConfig, rho: float, dynamics: str, method: str, bar=None):
     lam = np.asarray(cfg.eigenvalues)
     trace = float(lam.sum())
     out = []
@@ -188,7 +190,14 @@ def _times(cfg: SamEntropyConfig, rho: float, dynamics: str, method: str):
         a = a_coefficient(li, trace, cfg.n_context) if dynamics == "full" else None
         ode = attn_s_ode(li, rho=rho, dynamics=dynamics, a=a, tau=cfg.tau, sam_form=cfg.sam_form)
         out.append(learning_time(ode, cfg.eps, cfg.c * li ** (-1.0 / 3.0), method=method))
+        if bar is not None:
+            bar.update()
     return out
+
+
+#: Above this many learning times (features × radii) :func:`check_theorem` shows a progress bar
+#: (each closed-form time costs ~1 ms: the reachability test finds the polynomial's roots).
+PROGRESS_THRESHOLD = 5_000
 
 
 def _profile_stats(t_gd: np.ndarray, t_sam: np.ndarray) -> dict:
@@ -209,11 +218,15 @@ def _profile_stats(t_gd: np.ndarray, t_sam: np.ndarray) -> dict:
     }
 
 
-def check_theorem(cfg: SamEntropyConfig | None = None) -> xr.Dataset:
+def check_theorem(
+    cfg: SamEntropyConfig | None = None, *, progress: bool | None = None
+) -> xr.Dataset:
     """Compute Theorem 4.4's times, profiles, entropies and majorization for every ρ.
 
     Args:
         cfg: the configuration (default: :class:`SamEntropyConfig` ()).
+        progress: show a progress bar on stderr; ``None`` shows one for large problems
+            (more than :data:`PROGRESS_THRESHOLD` learning times, about 5 s).
 
     Returns:
         An ``xr.Dataset`` with dims ``feature``, ``rho`` and ``k`` (partial-sum index) holding
@@ -229,14 +242,19 @@ def check_theorem(cfg: SamEntropyConfig | None = None) -> xr.Dataset:
     rhos = np.asarray(cfg.rhos)
     bound = rho_bound(cfg.eps)
 
-    gd = _times(cfg, 0.0, cfg.dynamics, "closed")
+    from tqdm.auto import tqdm
+
+    work = M * (rhos.size + 1) * (2 if cfg.dynamics == "full" else 1)
+    show = work > PROGRESS_THRESHOLD if progress is None else progress
+    bar = tqdm(total=work, desc="learning times", unit="time", disable=not show, file=sys.stderr)
+    gd = _times(cfg, 0.0, cfg.dynamics, "closed", bar)
     t_gd = np.array([r.time for r in gd])
     status_gd = [r.status for r in gd]
     t_sam = np.empty((rhos.size, M))
     status_sam = np.empty((rhos.size, M), dtype=object)
     messages = []
     for j, rho in enumerate(rhos):
-        res = _times(cfg, float(rho), cfg.dynamics, "closed")
+        res = _times(cfg, float(rho), cfg.dynamics, "closed", bar)
         t_sam[j] = [r.time for r in res]
         status_sam[j] = [r.status for r in res]
         messages.append(next((r.message for r in res if not r.success), ""))
@@ -322,9 +340,12 @@ def check_theorem(cfg: SamEntropyConfig | None = None) -> xr.Dataset:
         trace = float(lam.sum())
         ds["fixed_point_gd"] = ("feature", [learned_value(x, trace, cfg.n_context) for x in lam])
         trunc = dataclasses.replace(cfg, dynamics="truncated", cross_check=False)
-        ds["entropy_gap_truncated"] = ("rho", check_theorem(trunc).entropy_gap.values)
+        gaps = check_theorem(trunc, progress=False).entropy_gap.values
+        bar.update(M * (rhos.size + 1))
+        ds["entropy_gap_truncated"] = ("rho", gaps)
+    bar.close()
     if cfg.cross_check:
-        ds = ds.assign(_cross_checks(cfg, t_gd, t_sam))
+        ds = ds.assign(_cross_checks(cfg, t_gd, t_sam, progress=show))
     return ds
 
 
@@ -345,14 +366,20 @@ def _verdict(rho, condition, learned_all, ordering, major, status, message, gd_o
     return "FAILS: Entropy(SAM) <= Entropy(GD)" + ("" if condition else " (outside the condition)")
 
 
-def _cross_checks(cfg: SamEntropyConfig, t_gd: np.ndarray, t_sam: np.ndarray) -> dict:
+def _cross_checks(
+    cfg: SamEntropyConfig, t_gd: np.ndarray, t_sam: np.ndarray, *, progress: bool = False
+) -> dict:
     """Largest relative difference of quadrature and ODE times from the closed forms, per ρ."""
+    from tqdm.auto import tqdm
+
     out = {}
+    total = 2 * len(cfg.eigenvalues) * (len(cfg.rhos) + 1)
+    bar = tqdm(total=total, desc="cross-checks", disable=not progress, file=sys.stderr)
     for method in ("quad", "ode"):
         rel = []
         for j, rho in enumerate((0.0, *cfg.rhos)):
             ref = t_gd if j == 0 else t_sam[j - 1]
-            got = np.array([r.time for r in _times(cfg, rho, cfg.dynamics, method)])
+            got = np.array([r.time for r in _times(cfg, rho, cfg.dynamics, method, bar)])
             fin = np.isfinite(ref)
             if not np.array_equal(fin, np.isfinite(got)):
                 raise ArithmeticError(
@@ -364,6 +391,7 @@ def _cross_checks(cfg: SamEntropyConfig, t_gd: np.ndarray, t_sam: np.ndarray) ->
             np.array(rel),
             {"long_name": f"max relative difference, {method} vs closed form (first entry: GD)"},
         )
+    bar.close()
     return out
 
 
@@ -437,8 +465,14 @@ def _fmt_t(t: float) -> str:
     return f"{t:11.5g}" if math.isfinite(t) else f"{'inf':>11}"
 
 
-def format_table(ds: xr.Dataset) -> str:
-    """Readable report: per-feature times and profiles, then entropies/majorization per ρ."""
+def format_table(ds: xr.Dataset, *, max_features: int = 12) -> str:
+    """Readable report: per-feature times and profiles, then entropies/majorization per ρ.
+
+    Args:
+        ds: a result of :func:`check_theorem`.
+        max_features: show at most this many feature rows (the first and last halves); every
+            feature is in the NetCDF/JSON files.
+    """
     cfg = ds.attrs["config"]
     lines = [
         f"Theorem 4.4 check (main paper §4.3, App. C.4): {ds.attrs['dynamics']} dynamics "
@@ -456,23 +490,34 @@ def format_table(ds: xr.Dataset) -> str:
         f"tau={cfg['tau']:g}  eps={cfg['eps']:g}  c={cfg['c']:g}  "
         f"condition rho < (sqrt3/2) eps = {ds.attrs['rho_bound']:.6g}",
         "",
-        "Per-feature learning times t_i (eps -> c*lam_i^(-1/3)); normalized profile p_i in []",
+        "Per-feature learning times t_i (from eps to c*lam_i^(-1/3)); in brackets the normalized "
+        "profile p_i = t_i / sum_j t_j",
     ]
-    rhos = [r for r in ds.rho.values if r > 0]
-    head = f"{'i':>2} {'lam_i':>8} {'endpoint':>9} {'t_GD':>11} {'[p_GD]':>8}"
-    for r in rhos:
-        head += f" | {'t_SAM rho=' + format(r, '.3g'):>19} {'[p]':>7}"
+    rho_all = ds.rho.values
+    sam_idx = [j for j, r in enumerate(rho_all) if r > 0]
+    head = f"{'i':>4} {'lam_i':>8} {'endpoint':>9} {'t_GD':>11} {'[p_GD]':>11}"
+    for j in sam_idx:
+        head += f" | {'t_SAM rho=' + format(rho_all[j], '.3g'):>19} {'[p]':>11}"
     lines.append(head)
-    for f in ds.feature.values:
-        row = ds.sel(feature=f)
-        p = float(row.p_gd)
-        line = (f"{f:>2} {float(row.lam):8.4g} {float(row.endpoint):9.4g} "
-                f"{_fmt_t(float(row.t_gd))} "
-                f"{'' if math.isnan(p) else f'[{p:.4f}]':>8}")  # fmt: skip
-        for r in rhos:
-            rr = row.sel(rho=r)
-            ps = float(rr.p_sam)
-            line += f" | {_fmt_t(float(rr.t_sam)):>19} {'' if math.isnan(ps) else f'[{ps:.4f}]':>7}"
+    feats, lam, end = ds.feature.values, ds.lam.values, ds.endpoint.values
+    t_gd, p_gd, t_sam, p_sam = ds.t_gd.values, ds.p_gd.values, ds.t_sam.values, ds.p_sam.values
+
+    def bracket(p, width):
+        return f"{'' if math.isnan(p) else f'[{p:.4g}]':>{width}}"
+
+    M = feats.size
+    shown = list(range(M))
+    if M > max_features:
+        half = max(max_features // 2, 1)
+        shown = [*range(half), -1, *range(M - half, M)]
+    for i in shown:
+        if i < 0:
+            lines.append(f"{'...':>4} ({M - 2 * half} more features; all are in the NetCDF/JSON)")
+            continue
+        line = (f"{feats[i]:>4} {lam[i]:8.4g} {end[i]:9.4g} {_fmt_t(float(t_gd[i]))} "
+                f"{bracket(p_gd[i], 11)}")  # fmt: skip
+        for j in sam_idx:
+            line += f" | {_fmt_t(float(t_sam[j, i])):>19} {bracket(p_sam[j, i], 11)}"
         lines.append(line)
     lines += ["", f"Entropy (max log M = {math.log(ds.sizes['feature']):.6f}); GD ≻ SAM = GD "
               "profile majorizes SAM's (Definition C.1)"]  # fmt: skip
@@ -631,44 +676,72 @@ def _float_list(text: str) -> list[float]:
         ) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> ArgumentParser:
     """The CLI of ``python -m sims.sam_entropy``."""
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="python -m sims.sam_entropy",
         description=(
             "Check main-paper Theorem 4.4 (SAM has lower simplicity bias than GD): learning "
-            "times of the GD/SAM scalar ODEs, their entropy and majorization."
+            "times of the GD/SAM scalar ODEs, their entropy and majorization. Prints a table and "
+            "writes <out>/sam_entropy.{nc,json,png} (or <out>/sweep.* with --sweep)."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     spec = p.add_argument_group("spectrum (default: linear family, eigenvalues ∝ d..1, trace 1)")
-    spec.add_argument("--eigenvalues", type=_float_list, help="explicit eigenvalues, e.g. 4,3,2,1")
-    spec.add_argument("--family", choices=FAMILIES, default="linear", help="named family")
-    spec.add_argument("--dim", type=int, default=4, help="number of features for --family")
-    spec.add_argument(
-        "--spread", type=float, help="family spread (geometric: λmax/λmin; power: exponent)"
-    )
+    spec.add_argument("--eigenvalues", type=_float_list,
+                      help="explicit distinct positive eigenvalues, e.g. 4,3,2,1 (overrides "
+                           "--family/--dim/--spread)")  # fmt: skip
+    spec.add_argument("--family", choices=FAMILIES, default="linear",
+                      help="named spectrum family (default: %(default)s)")  # fmt: skip
+    spec.add_argument("--dim", type=int, default=4,
+                      help="number of features d for --family (default: %(default)s; large d "
+                           "shows a progress bar, ~1 s per 1000 features)")  # fmt: skip
+    spec.add_argument("--spread", type=float,
+                      help="family spread: geometric λmax/λmin (default 10), power exponent "
+                           "(default 1); ignored by the linear family")  # fmt: skip
     rho = p.add_mutually_exclusive_group()
     rho.add_argument("--rho", type=_float_list, help="SAM radii, e.g. 0.002,0.004")
-    rho.add_argument(
-        "--rho-frac", type=_float_list,
-        help="SAM radii as fractions of the bound (sqrt3/2)*eps (default 0,.25,.5,.75,.9,.99)",
-    )  # fmt: skip
-    p.add_argument("--eps", type=float, default=0.01, help="common initialization ε")
-    p.add_argument("--c", type=float, default=0.5, help="Assumption 4.3 endpoint fraction c")
-    p.add_argument("--tau", type=float, default=1.0, help="time constant τ")
-    p.add_argument("--dynamics", choices=("truncated", "full"), default="truncated")
-    p.add_argument(
-        "--sam-form", choices=("first-order", "exact"), default="first-order",
-        help="SAM flow: the paper's first-order (I+P) expansion, or exact SAM on the ansatz ray",
-    )  # fmt: skip
-    p.add_argument("--n-context", type=float, default=31.0, help="N for a_i (full dynamics)")
-    p.add_argument("--sweep", action="store_true", help="map the ordering over ρ and spread")
-    p.add_argument("--out", type=Path, default=Path("results/sam_entropy"), help="output folder")
-    p.add_argument("--json", action="store_true", help="print the JSON summary on stdout only")
+    rho.add_argument("--rho-frac", type=_float_list,
+                     help="SAM radii as fractions of the bound (√3/2)·eps (default: "
+                          + ",".join(f"{f:g}" for f in DEFAULT_RHO_FRACTIONS) + ")")  # fmt: skip
+    p.add_argument("--eps", type=float, default=0.01,
+                   help="common initialization ε of every value weight (default: %(default)s)")
+    p.add_argument("--c", type=float, default=0.5,
+                   help="Assumption 4.3: feature i is learned at v = c·λ_i^(-1/3) "
+                        "(default: %(default)s)")  # fmt: skip
+    p.add_argument("--tau", type=float, default=1.0, help="time constant τ (default: %(default)s)")
+    p.add_argument("--dynamics", choices=("truncated", "full"), default="truncated",
+                   help="truncated: the small-v ODEs of eqs. (9)-(10), as in Theorem 4.4; full: "
+                        "the untruncated ODEs of App. C.2 (default: %(default)s)")  # fmt: skip
+    p.add_argument("--sam-form", choices=("first-order", "exact"), default="first-order",
+                   help="SAM flow: the paper's first-order (I+P) expansion, or exact SAM on the "
+                        "ansatz ray, beyond the paper (default: %(default)s)")  # fmt: skip
+    p.add_argument("--n-context", type=float, default=31.0,
+                   help="context length N in a_i, used by --dynamics full (default: %(default)s)")
+    p.add_argument("--sweep", action="store_true",
+                   help="map the ordering over ρ and spectrum spread for 4 ODE models")
+    p.add_argument("--out", type=Path, default=Path("results/sam_entropy"),
+                   help="output folder (default: %(default)s)")
+    p.add_argument("--json", action="store_true",
+                   help="print the JSON summary on stdout instead of the table (the result "
+                        "files are still written unless --no-write)")  # fmt: skip
+    p.add_argument("--no-write", action="store_true", help="write no files; print only")
     p.add_argument("--no-plot", action="store_true", help="do not render the figure")
-    p.add_argument("--no-cross-check", action="store_true", help="skip quad/ODE cross-checks")
+    p.add_argument("--no-cross-check", action="store_true",
+                   help="skip the quadrature and ODE cross-checks of the closed-form times")
     return p
+
+
+#: Config fields named in library errors, and the flags a CLI user sets them with.
+_FLAGS = {"eigenvalues": "--eigenvalues", "rhos": "--rho/--rho-frac", "eps": "--eps", "c": "--c",
+          "tau": "--tau", "n_context": "--n-context", "dim": "--dim", "spread": "--spread",
+          "family": "--family"}  # fmt: skip
+
+
+def _as_flags(message: str) -> str:
+    """Rewrite backticked config field names in a library error into the CLI's flag names."""
+    for field, flag in _FLAGS.items():
+        message = message.replace(f"`{field}`", f"`{flag}`")
+    return message
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -684,7 +757,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )  # fmt: skip
             for name in ("eps", "c", "tau", "n_context"):
                 if not getattr(cfg, name) > 0:
-                    raise ValueError(f"`{name}` must be positive; got {getattr(cfg, name)!r}.")
+                    raise ValueError(f"`--{name.replace('_', '-')}` must be positive; got "
+                                     f"{getattr(cfg, name)!r}.")  # fmt: skip
         else:
             lam = (
                 args.eigenvalues
@@ -699,14 +773,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 c=args.c, tau=args.tau, dynamics=args.dynamics, n_context=args.n_context,
                 cross_check=not args.no_cross_check, sam_form=args.sam_form.replace("-", "_"),
             )  # fmt: skip
+        out: Path = args.out
+        if not args.no_write:
+            ensure_writable(out, kind="dir", arg="--out")
     except (ValueError, TypeError) as err:
-        parser.error(str(err))  # exits with status 2
+        parser.error(_as_flags(str(err)))  # exits with status 2
 
-    out: Path = args.out
+    write = not args.no_write
     if args.sweep:
         ds = sweep(cfg, progress=not args.json)
         meta = provenance(cfg, extra={"seconds": time.perf_counter() - t0})
-        write_netcdf(out / "sweep.nc", ds, meta=meta)
         text = format_sweep(ds)
         payload = {
             "summary": text,
@@ -715,37 +791,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             "spread": ds.spread.values,
             "rho_fraction": ds.rho_fraction.values,
         }
-        write_json(out / "sweep.json", payload, meta=meta)
-        if not args.no_plot:
-            from figures.fig_sam_entropy import plot_sweep
-
-            plot_sweep(ds, out / "sweep.png")
+        files = [out / "sweep.nc", out / "sweep.json"]
+        if write:
+            write_netcdf(files[0], ds, meta=meta)
+            write_json(files[1], payload, meta=meta)
+            if not args.no_plot:
+                plot_sweep(ds, out / "sweep.png")
+                files.append(out / "sweep.png")
         if args.json:
             print(json.dumps(to_jsonable({**payload, "meta": meta})))
         else:
             print(text)
-            print(f"\nwrote {out / 'sweep.nc'}, {out / 'sweep.json'}"
-                  f"{'' if args.no_plot else ', ' + str(out / 'sweep.png')}"
-                  f"  ({time.perf_counter() - t0:.2f} s)")  # fmt: skip
+            if write:
+                print(f"\nwrote {', '.join(map(str, files))}  ({time.perf_counter() - t0:.2f} s)")
         return 0
 
-    ds = check_theorem(cfg)
+    ds = check_theorem(cfg, progress=None if not args.json else False)
     meta = provenance(cfg, extra={"seconds": time.perf_counter() - t0})
-    write_netcdf(out / "sam_entropy.nc", ds, meta=meta)
     result = summary(ds)
-    write_json(out / "sam_entropy.json", result, meta=meta)
-    if not args.no_plot:
-        from figures.fig_sam_entropy import plot
-
-        plot(ds, out / "sam_entropy.png")
+    files = [out / "sam_entropy.nc", out / "sam_entropy.json"]
+    if write:
+        write_netcdf(files[0], ds, meta=meta)
+        write_json(files[1], result, meta=meta)
+        if not args.no_plot:
+            plot(ds, out / "sam_entropy.png")
+            files.append(out / "sam_entropy.png")
     if args.json:
         print(json.dumps({**result, "meta": meta}))
     else:
         print(format_table(ds))
-        files = [out / "sam_entropy.nc", out / "sam_entropy.json"]
-        if not args.no_plot:
-            files.append(out / "sam_entropy.png")
-        print(f"\nwrote {', '.join(map(str, files))}  ({time.perf_counter() - t0:.2f} s)")
+        if write:
+            print(f"\nwrote {', '.join(map(str, files))}  ({time.perf_counter() - t0:.2f} s)")
     return 0
 
 

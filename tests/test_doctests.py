@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = [
-    "sims.entropy", "sims.scalar_odes", "sims.sam_entropy", "sims.io", "sims.extras",
+    "sims.entropy", "sims.scalar_odes", "sims.sam_entropy", "sims.io", "sims.extras", "sims.cli",
     "theory.verify",
 ]  # fmt: skip
 

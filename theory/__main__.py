@@ -1,7 +1,8 @@
 """``python -m theory``: run the SymPy checks and print/write the verdict table.
 
 Exit status: 0 when every check ran (refuted claims are findings, not failures), 1 when a check
-crashed, 2 on bad usage (unknown claim name).
+crashed, 2 on bad usage (unknown claim name, an ``--out`` folder that cannot be written; both are
+reported in one line before any check runs).
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ import sys
 from collections.abc import Sequence
 
 from .report import ERROR, format_table, run_claims, write_report
+from .verify import set_exhaustive
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m theory",
-        description="Re-derive the main paper's lemmas and theorems with SymPy and report, "
-                    "claim by "
-        "claim: verified / verified under an approximation / refuted / not checkable.",
+        description="Re-derive the main paper's lemmas and theorems with SymPy and report, claim "
+        "by claim: verified / verified under an approximation / printed statement refuted; "
+        "corrected form verified / refuted / not checkable, with the sizes and method behind "
+        "each verdict.",
     )
     p.add_argument("--claim", action="append", metavar="NAME",
                    help="run only this claim (repeatable); see --list")  # fmt: skip
@@ -26,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="results/theory", metavar="DIR",
                    help="folder for report.md and report.json (default: results/theory)")
     p.add_argument("--no-write", action="store_true", help="print the table only")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="also run the larger sizes (d = 4-5, H = 4; several minutes on 2 cores)")
     return p
 
 
@@ -39,11 +44,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             flag = " [erratum]" if c.erratum else (" [approx]" if c.approximation else "")
             print(f"{name:46s} {c.reference}{flag}")
         return 0
+    if not args.no_write:
+        from sims.io import ensure_writable
+
+        try:
+            ensure_writable(args.out, kind="dir", arg="--out")
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.claim:
+        from . import load_all
+
+        reg = load_all()
+        unknown = [n for n in args.claim if n not in reg]
+        if unknown:
+            import difflib
+
+            near = difflib.get_close_matches(unknown[0], list(reg), n=3)
+            hint = f" Did you mean {', '.join(near)}?" if near else ""
+            print(f"error: unknown claim {unknown[0]!r}.{hint} `python -m theory --list` lists "
+                  "them.", file=sys.stderr)  # fmt: skip
+            return 2
+    set_exhaustive(args.exhaustive)
     try:
         rows = run_claims(args.claim)
-    except KeyError as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
-        return 2
+    finally:
+        set_exhaustive(False)
     print(format_table(rows))
     if not args.no_write:
         md, js = write_report(rows, args.out)

@@ -177,6 +177,7 @@ def check_lemma_c2(n_trials: int = 400, seed: int = 0, weight_order: str = "nond
     "main, Thm 4.4 / App. C.4 (I₁, I₂, eq. 23)",
     "I₁(u) = 1/ε − 1/u, I₂(u) = (1/ρ̂)ln(ε(u−ρ̂)/(u(ε−ρ̂))); t_i = (τ/λ_i²)I(u_i) = "
     "τ(u_i/c)⁶I(u_i).",
+    sizes="any u > ε > ρ̂ > 0 (symbolic); one quadrature",
 )
 def check_closed_forms() -> CheckResult:
     """Differentiate the closed forms, check I(ε) = 0, eq. (23), and one mpmath quadrature."""
@@ -199,6 +200,7 @@ def check_closed_forms() -> CheckResult:
     "thm44_step1_monotone",
     "main, App. C.4 Step 1",
     "t_i^GD and t_i^SAM are strictly increasing in u_i (for u > ε > ρ̂).",
+    sizes="any u > ε > ρ̂ > 0 (symbolic)",
 )
 def check_step1() -> CheckResult:
     """d/du[u⁶I(u)] = 6u⁵I + u⁶I' with I, I' > 0; proved by substituting u = ε + x, ε = ρ̂ + y."""
@@ -222,6 +224,7 @@ def check_step1() -> CheckResult:
     "main, App. C.4 Step 2, eq. (24)",
     "w(u) = I₂(u)/I₁(u) is strictly decreasing on u > ε (> ρ̂), because I₂ > φ(u)I₁ with "
     "φ(v) = v/(v − ρ̂) strictly decreasing (eq. 24).",
+    sizes="identities for any u > ε > ρ̂ (symbolic); 400 random (ρ̂, ε, u)",
 )
 def check_step2() -> CheckResult:
     """Symbolic identities h(ε) = 0, h' = −φ'I₁ > 0, w' = −I₁'h/I₁²; plus a numeric grid."""
@@ -254,7 +257,15 @@ def check_step2() -> CheckResult:
     "non-increasing ⟹ A ≻ B.",
 )
 def check_lemma_c2_claim() -> CheckResult:
-    """Proof identities (symbolic, n = 4) and 400 random instances; decreasing w as control."""
+    """Proof identities for every n (induction step on partial sums) and n = 4; random instances."""
+    # every n: with partial sums α_k, P_k = Σ_{i≤k} A_i w_i, m_k = P_k/α_k and the step
+    # α_{k+1} = α_k + A, P_{k+1} = P_k + A w (A = A_{k+1}, w = w_{k+1}), and β_k = P_k/P_n with
+    # α_n = 1 (so m_n = P_n), the two identities of the proof hold for all k < n:
+    al, P, A_, w_, Pn = sp.symbols("alpha_k P_k A w P_n", positive=True)
+    m_k, m_k1 = P / al, (P + A_ * w_) / (al + A_)
+    step = sp.simplify(m_k1 - m_k - A_ * (w_ - m_k) / (al + A_))
+    gap = sp.simplify(al - P / Pn - al * (1 - m_k / Pn))
+    ok_all_n = step == 0 and gap == 0
     n = 4
     A = sp.symbols(f"A1:{n + 1}", positive=True)
     w = sp.symbols(f"w1:{n + 1}", positive=True)
@@ -267,10 +278,14 @@ def check_lemma_c2_claim() -> CheckResult:
     r = is_zero(sp.Matrix(ids).subs(A[n - 1], 1 - sum(A[: n - 1])))  # A is a probability vector
     rn = check_lemma_c2()
     control = check_lemma_c2(weight_order="decreasing")
-    ok = r.holds and rn.holds
-    return CheckResult(ok, rn.residual, rn.conditions + "; proof identities for n = 4",
-                       "symbolic+numeric",
-                       f"{rn.detail}; control with decreasing w violates it: {not control.holds}")
+    ok = ok_all_n and r.holds and rn.holds
+    return CheckResult(ok, rn.residual, rn.conditions + "; proof identities for every n",
+                       "symbolic (all n) + numeric",
+                       f"{rn.detail}; the proof's two identities hold for every n (induction step "
+                       f"on partial sums): {ok_all_n}, and entrywise at n = 4: {r.holds}; control "
+                       f"with decreasing w violates the lemma: {not control.holds}",
+                       sizes="all n (symbolic step); n = 4 entrywise; 400 random instances, "
+                             "n = 2..8 (seed 0)")
 
 
 @claim(
@@ -278,6 +293,7 @@ def check_lemma_c2_claim() -> CheckResult:
     "main, App. C.5 Lemma C.4 / Def. C.3",
     "Shannon entropy is strictly Schur-concave: x ≻ y ⟹ H(x) ≤ H(y), equality only for "
     "permutations.",
+    sizes="any n (Schur–Ostrowski, symbolic); 500 random T-transforms, n = 2..7",
 )
 def check_lemma_c4() -> CheckResult:
     """Schur-Ostrowski condition (x_i − x_j)(∂_iH − ∂_jH) ≤ 0, plus random Robin-Hood transfers."""
@@ -339,6 +355,7 @@ def _random_instances(n: int, seed: int, rho_mode: str = "below_min"):
     "thm44_sam_higher_entropy",
     "main, Thm 4.4",
     "With ε = max ε_i and ρ < (√3/2)ε_i: Entropy({t_i^SAM}) > Entropy({t_i^GD}).",
+    sizes="300 random settings, M = 2..6 features (seed 7)",
 )
 def check_theorem_44() -> CheckResult:
     """300 random settings (M = 2..6 features): entropy gap > 0, also for the exact ansatz flow."""
@@ -361,6 +378,7 @@ def check_theorem_44() -> CheckResult:
     "main, Thm 4.4 (condition ρ < (√3/2)ε_i) and Step 1 (ε > ρ̂)",
     "The SAM times exist iff ρ̂ = 2ρ/√3 < ε (= max ε_i); the printed per-feature condition "
     "ρ < (√3/2)ε_i for all i implies it and is what makes every v_i grow under eq. (9).",
+    sizes="limit symbolic; 150 random settings, M = 2..6 (seed 11)",
 )
 def check_condition_role() -> CheckResult:
     """I₂ -> ∞ as ε ↓ ρ̂; eq. (9) has v̇ < 0 below ρ̂; gap stays > 0 for min ε_i < ρ̂ < ε."""
@@ -390,6 +408,7 @@ def check_condition_role() -> CheckResult:
     "With A = reversed normalized GD times (non-increasing), w = reversed t^SAM/t^GD "
     "(non-decreasing) and B = reversed normalized SAM times (non-increasing), Lemma C.2 applies "
     "and A ≻ B.",
+    sizes="300 random settings, M = 2..6 (seed 8)",
 )
 def check_step3() -> CheckResult:
     """On 300 random settings: the three orderings hold, B = A∘w renormalized, and A ≻ B."""

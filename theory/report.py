@@ -13,6 +13,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 import time
 import traceback
 from collections.abc import Iterable, Sequence
@@ -21,7 +22,7 @@ from pathlib import Path
 import sympy as sp
 
 from . import load_all
-from .verify import CLAIMS, CheckResult, Claim
+from .verify import CLAIMS, CheckResult, Claim, erratum_residuals
 
 __all__ = [
     "Row",
@@ -54,34 +55,50 @@ class Row:
     approximation: bool
     module: str
     error: str | None = None
+    sizes: str = ""
+    printed_residual: str = ""
+    caveat: str = ""
+
+    @property
+    def residual_cell(self) -> str:
+        """The residual as shown in the table: both residuals for an erratum."""
+        if self.erratum and self.printed_residual:
+            return f"printed {self.printed_residual}; corrected {self.residual}"
+        return self.residual
 
 
-def _fmt_residual(res) -> str:
+def _fmt_residual(res, width: int = 60) -> str:
+    """A short display string for any residual (number, SymPy expression, matrix, text)."""
     try:
         if isinstance(res, (int, float)):
             return f"{res:.3g}" if res != 0 else "0"
         expr = sp.sympify(res)
-        if expr == 0:
+        if isinstance(expr, sp.Basic) and expr == 0:
             return "0"
-        if expr.is_number:
+        if isinstance(expr, sp.Expr) and expr.is_number:
             return f"{float(sp.N(expr)):.3g}"
         text = str(expr)
-    except (sp.SympifyError, TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - any residual must render; the raw text is the fallback
         text = str(res)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _row(c: Claim, result: CheckResult | None, seconds: float, error: str | None) -> Row:
+    base = dict(name=c.name, reference=c.reference, statement=c.statement, seconds=seconds,
+                erratum=c.erratum, approximation=c.approximation, module=c.module,
+                sizes=c.sizes)  # fmt: skip
     if result is None:
-        return Row(c.name, c.reference, c.statement, ERROR, "", seconds, "", "", "", c.erratum,
-                   c.approximation, c.module, error)  # fmt: skip
+        return Row(verdict=ERROR, residual="", method="", conditions="", detail="", error=error,
+                   **base)  # fmt: skip
     if not isinstance(result, CheckResult):
-        return Row(c.name, c.reference, c.statement, ERROR, "", seconds, "", "", "", c.erratum,
-                   c.approximation, c.module,
-                   f"check returned {type(result).__name__}, not CheckResult")  # fmt: skip
-    return Row(c.name, c.reference, c.statement, c.verdict(result).value,
-               _fmt_residual(result.residual), seconds, result.method, result.conditions,
-               result.detail, c.erratum, c.approximation, c.module)  # fmt: skip
+        return Row(verdict=ERROR, residual="", method="", conditions="", detail="",
+                   error=f"check returned {type(result).__name__}, not CheckResult", **base)
+    printed, corrected = erratum_residuals(result) if c.erratum else (None, result.residual)
+    base["sizes"] = result.sizes or c.sizes
+    return Row(verdict=c.verdict(result).value, residual=_fmt_residual(corrected),
+               method=result.method, conditions=result.conditions, detail=result.detail,
+               printed_residual=("—" if printed is None else _fmt_residual(printed))
+               if c.erratum else "", caveat=result.caveat, **base)  # fmt: skip
 
 
 def run_claims(names: Iterable[str] | None = None) -> list[Row]:
@@ -117,19 +134,33 @@ def run_claims(names: Iterable[str] | None = None) -> list[Row]:
     return rows
 
 
+#: Column headers and widths of the plain-text table (cells wrap onto more lines).
+_COLUMNS = (("claim", 38), ("paper reference", 26), ("verdict", 28), ("residual", 22),
+            ("sizes", 26), ("method", 16), ("s", 6))  # fmt: skip
+
+
 def format_table(rows: Sequence[Row]) -> str:
-    """Plain-text verdict table (claim, reference, verdict, residual, seconds)."""
-    head = ("claim", "paper reference", "verdict", "residual", "s")
-    data = [(r.name, r.reference, r.verdict, r.residual, f"{r.seconds:.2f}") for r in rows]
-    widths = [min(max(len(x[i]) for x in [head, *data]), cap)
-              for i, cap in enumerate((44, 46, 31, 28, 7))]  # fmt: skip
+    """Plain-text verdict table: claim, reference, verdict, residual, sizes, method, seconds.
 
-    def line(cells):
-        return "  ".join((c if len(c) <= w else c[: w - 1] + "…").ljust(w)
-                         for c, w in zip(cells, widths, strict=True))  # fmt: skip
+    Long cells wrap onto further lines, so no verdict, size or residual is cut off; an erratum
+    row shows the printed and the corrected residual.
+    """
+    widths = [w for _, w in _COLUMNS]
+    widths[0] = min(max([widths[0], *(len(r.name) for r in rows)]), 56)  # names never wrap
 
-    out = [line(head), line(["-" * w for w in widths])] + [line(d) for d in data]
-    counts = {}
+    def block(cells: Sequence[str]) -> list[str]:
+        wrapped = [textwrap.wrap(c, w) or [""] for c, w in zip(cells, widths, strict=True)]
+        height = max(len(x) for x in wrapped)
+        return ["  ".join((x[k] if k < len(x) else "").ljust(w)
+                          for x, w in zip(wrapped, widths, strict=True)).rstrip()
+                for k in range(height)]  # fmt: skip
+
+    out = block([h for h, _ in _COLUMNS])
+    out.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        out += block([r.name, r.reference, r.verdict, r.residual_cell, r.sizes or "—",
+                      r.method or "—", f"{r.seconds:.2f}"])  # fmt: skip
+    counts: dict[str, int] = {}
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     out.append("")
@@ -145,20 +176,30 @@ def _md(text: str) -> str:
 def to_markdown(rows: Sequence[Row]) -> str:
     """Markdown report: verdict table, errata (corrected statement + evidence), details."""
     lines = ["# Theory checks: verdicts", "",
-             "| claim | paper reference | verdict | residual | method | s |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+             "| claim | paper reference | verdict | residual | sizes | method | s |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
-        lines.append(f"| `{r.name}` | {_md(r.reference)} | {r.verdict} | {_md(r.residual)} | "
-                     f"{r.method} | {r.seconds:.2f} |")  # fmt: skip
+        lines.append(f"| `{r.name}` | {_md(r.reference)} | {r.verdict} | {_md(r.residual_cell)} "
+                     f"| {_md(r.sizes or '—')} | {r.method or '—'} | {r.seconds:.2f} |")
     errata = [r for r in rows if r.erratum]
     refuted = [r for r in rows if r.verdict == "refuted"]
     lines += ["", "## Errata", "",
               "Each entry: the corrected statement (verified below), then the evidence against the "
-              "statement as printed.", ""]  # fmt: skip
+              "statement as printed, with the residual of each.", ""]  # fmt: skip
     for r in errata:
         lines += [f"### {r.reference} — `{r.name}` ({r.verdict})", "",
                   f"- **Corrected statement:** {r.statement}",
-                  f"- **Evidence:** {r.detail}", f"- **Checked under:** {r.conditions}", ""]
+                  f"- **Residual as printed:** {r.printed_residual or '—'}; **corrected:** "
+                  f"{r.residual}",
+                  f"- **Evidence:** {r.detail}", f"- **Checked under:** {r.conditions}",
+                  f"- **Sizes / method:** {r.sizes or '—'} / {r.method}", ""]
+    caveats = [r for r in rows if r.caveat]
+    if caveats:
+        lines += ["## Approximations whose dropped term is not small", ""]
+        for r in caveats:
+            lines.append(f"- `{r.name}` ({_md(r.reference)}): {_md(r.caveat.rstrip('.'))}. "
+                         f"Residual {_md(r.residual)}.")  # fmt: skip
+        lines.append("")
     if refuted:
         lines += ["### Statements refuted as printed", ""]
         for r in refuted:
@@ -175,7 +216,7 @@ def to_markdown(rows: Sequence[Row]) -> str:
     lines += ["## Details", ""]
     for r in rows:
         lines += [f"- `{r.name}` — {_md(r.statement)} *Conditions:* {_md(r.conditions)}. "
-                  f"*Method:* {r.method}. {_md(r.detail)}"]  # fmt: skip
+                  f"*Sizes:* {_md(r.sizes or '—')}. *Method:* {r.method}. {_md(r.detail)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -190,14 +231,13 @@ def to_payload(rows: Sequence[Row]) -> dict:
 
 def write_report(rows: Sequence[Row], out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``report.md`` and ``report.json`` (with provenance, atomically) into ``out_dir``."""
-    from sims.io import provenance, write_json
+    from sims.io import atomic_path, provenance, write_json
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     md = out / "report.md"
-    tmp = md.with_suffix(".md.tmp")
-    tmp.write_text(to_markdown(rows))
-    tmp.replace(md)
+    with atomic_path(md) as tmp:
+        tmp.write_text(to_markdown(rows))
     status = "failed" if any(r.verdict == ERROR for r in rows) else "success"
     meta = provenance(config={"claims": [r.name for r in rows]}, status=status)
     js = write_json(out / "report.json", to_payload(rows), meta=meta)

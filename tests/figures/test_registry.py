@@ -22,17 +22,21 @@ def test_list(capsys):
 
 @pytest.mark.parametrize("name", ["sam_entropy", "entropy_toy", "sam_entropy_sweep"])
 def test_render_core_figures(name, tmp_path):
-    paths = figures.discover()[name].make(
-        tmp_path / "out", results_dir=tmp_path / "res", quick=True
-    )
-    assert paths and all(p.exists() and p.stat().st_size > 10_000 for p in paths)
-    # second call reads the saved result instead of recomputing
-    res = tmp_path / "res" / figures.discover()[name].FIGURE.result_file
-    if name == "sam_entropy_sweep":
-        res = res.with_name("sweep_quick.nc")
-    mtime = res.stat().st_mtime_ns
-    figures.discover()[name].make(tmp_path / "out", results_dir=tmp_path / "res", quick=True)
-    assert res.stat().st_mtime_ns == mtime
+    from matplotlib.image import imread
+
+    mod = figures.discover()[name]
+    paths = mod.make(tmp_path / "out", results_dir=tmp_path / "res", quick=True)
+    assert paths and all("quick" in p.name for p in paths)  # never the full figure's file name
+    for p in paths:
+        img = imread(p)
+        assert img.ndim == 3 and min(img.shape[:2]) > 300
+        assert img[..., :3].std() > 0.05  # not a blank canvas
+    results = sorted((tmp_path / "res").rglob("*.nc"))
+    assert len(results) == 1 and "quick" in results[0].name
+    # a second call reads the saved result instead of recomputing
+    mtime = results[0].stat().st_mtime_ns
+    mod.make(tmp_path / "out", results_dir=tmp_path / "res", quick=True)
+    assert results[0].stat().st_mtime_ns == mtime
 
 
 def test_unknown_figure_is_a_usage_error(capsys):
@@ -67,3 +71,13 @@ def test_unwritable_out_fails_before_any_work(capsys):
         figures_main(["--only", "sam_entropy", "--out", "/proc/x"])
     assert exc.value.code == 2
     assert "`--out` '/proc/x' is not writable" in capsys.readouterr().err
+
+
+def test_figures_readme_is_the_generated_figure_map():
+    from pathlib import Path
+
+    readme = (Path(figures.__file__).parent / "README.md").read_text()
+    table = figures.figure_map()
+    assert table in readme, "stale figures/README.md: regenerate with python -m figures --markdown"
+    for name in figures.discover():
+        assert f"| `{name}` |" in readme

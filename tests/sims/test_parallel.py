@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from sims.parallel import default_workers, pmap
+from sims.cli import UsageError
+from sims.parallel import JobStore, SweepInterrupted, check_workers_env, default_workers, pmap
 
 
 def test_serial_and_process_pool_agree_in_order():
@@ -28,8 +29,11 @@ def test_workers_validation_and_env(monkeypatch):
     assert default_workers(10) == 3
     assert default_workers(2) == 2
     monkeypatch.setenv("SBT_WORKERS", "two")
-    with pytest.raises(ValueError, match="SBT_WORKERS"):
+    with pytest.raises(UsageError, match="SBT_WORKERS='two' must be a positive integer"):
         default_workers(4)
+    monkeypatch.setenv("SBT_WORKERS", "0")
+    with pytest.raises(ValueError, match="SBT_WORKERS='0'"):  # a UsageError is a ValueError
+        check_workers_env()
 
 
 def _ds(x):
@@ -74,3 +78,72 @@ def test_store_keeps_only_datasets(tmp_path):
 
     with pytest.raises(TypeError, match="xarray.Dataset"):
         pmap(abs, [-2], workers=1, store=JobStore(tmp_path))
+
+
+def test_truncated_part_file_is_recomputed(tmp_path, capsys):
+    store = JobStore(tmp_path / "parts")
+    pmap(_ds, [1, 2], workers=1, store=store)
+    p = store.path(2)
+    p.write_bytes(p.read_bytes()[:100])  # e.g. the disk filled up during a copy
+    calls = []
+
+    def count(x):
+        calls.append(x)
+        return _ds(x)
+
+    out = pmap(count, [1, 2], workers=1, store=store)
+    assert calls == [2] and [float(d.v) for d in out] == [1.0, 4.0]
+    assert "is unreadable" in capsys.readouterr().err
+    assert float(store.load(2).v) == 4.0  # rewritten whole
+
+
+def test_serial_ctrl_c_says_what_was_saved(tmp_path):
+    store = JobStore(tmp_path / "parts")
+
+    def fn(x):
+        if x == 3:
+            raise KeyboardInterrupt
+        return _ds(x)
+
+    with pytest.raises(SweepInterrupted, match=r"2 of 4 jobs finished and saved in .*parts; rerun"):
+        pmap(fn, [1, 2, 3, 4], workers=1, store=store)
+    assert isinstance(SweepInterrupted("x"), KeyboardInterrupt)
+
+
+def test_ctrl_c_in_a_process_pool_stops_workers_and_keeps_finished_jobs(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = f"""
+import sys
+from sims.cli import run_cli
+from sims.parallel import JobStore, pmap
+from tests.sims.parallel_jobs import sleepy_square
+def main(argv):
+    out = pmap(sleepy_square, [0.0, 0.01, 60.0, 60.0], workers=2,
+               store=JobStore({str(tmp_path / "parts")!r}))
+    print("done", [float(d.v) for d in out])
+    return 0
+sys.exit(run_cli(main, prog="sweep"))
+"""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": repo}
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=repo,
+                            start_new_session=True)  # fmt: skip
+    parts = tmp_path / "parts"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(parts.glob("job-*.nc"))) < 2:
+        time.sleep(0.2)
+    time.sleep(1.0)  # both 60 s jobs are running now
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 30  # the running 60 s jobs were stopped, not awaited
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().count("\n") == 0, err
+    assert "interrupted: 2 of 4 jobs finished and saved in" in err and "rerun" in err
+    assert len(list(parts.glob("job-*.nc"))) == 2

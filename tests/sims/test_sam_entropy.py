@@ -146,8 +146,48 @@ def test_table_output_and_figure(tmp_path, capsys):
     assert se.main(["--rho", "0.004,0.02", "--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "Theorem 4.4" in text and "condition violated" in text and "holds:" in text
-    assert "nan" not in text.lower()
-    assert (tmp_path / "sam_entropy.png").stat().st_size > 10_000
+    assert "nan" not in text.lower() and "in []" not in text
+    # the GD row of feature 4 (λ = 0.1) shows the closed-form time and its share of the total
+    lam = np.array([0.4, 0.3, 0.2, 0.1])
+    t = t_gd_formula(lam, 0.01, 0.5 * lam ** (-1 / 3), 1.0)
+    row = next(ln for ln in text.splitlines() if ln.split()[:2] == ["4", "0.1"])
+    assert f"{t[3]:.5g}" in row and f"[{t[3] / t.sum():.4g}]" in row
+    from matplotlib.image import imread
+
+    assert imread(tmp_path / "sam_entropy.png").shape[:2] == (552, 2280)  # 19 x 4.6 in at 120 dpi
+
+
+def test_large_spectrum_table_is_truncated_and_shows_progress(capsys):
+    cfg = se.SamEntropyConfig(eigenvalues=tuple(se.spectrum("geometric", 40)), rhos=(0.004,),
+                              cross_check=False)  # fmt: skip
+    ds = se.check_theorem(cfg, progress=True)
+    assert "learning times" in capsys.readouterr().err  # the bar went to stderr
+    text = se.format_table(ds, max_features=6)
+    rows = [ln for ln in text.splitlines() if ln[:4].strip().isdigit()]
+    assert [int(r.split()[0]) for r in rows] == [1, 2, 3, 38, 39, 40]
+    assert "(34 more features; all are in the NetCDF/JSON)" in text
+
+
+def test_no_write_writes_nothing_and_json_still_writes(tmp_path, capsys):
+    out = tmp_path / "never"
+    assert se.main(["--no-write", "--json", "--out", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["entropy_gd"] == pytest.approx(0.888414, abs=1e-6)
+    assert not out.exists()
+    assert se.main(["--json", "--no-plot", "--out", str(out)]) == 0  # --json alone: files too
+    assert sorted(p.name for p in out.iterdir()) == ["sam_entropy.json", "sam_entropy.nc"]
+
+
+@pytest.mark.parametrize("bad", ["/proc/x", "FILE"])
+def test_unwritable_out_fails_before_computing(bad, tmp_path, capsys, monkeypatch):
+    if bad == "FILE":
+        (tmp_path / "f").write_text("x")
+        bad = str(tmp_path / "f")
+    monkeypatch.setattr(se, "check_theorem", lambda *a, **k: pytest.fail("computed first"))
+    with pytest.raises(SystemExit) as exc:
+        se.main(["--out", bad])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "`--out`" in err and bad in err
 
 
 def test_cli_exact_sam_form(tmp_path, capsys):
@@ -179,7 +219,9 @@ def test_sweep_small_grid(tmp_path, capsys):
     assert "ordering holds" in se.format_sweep(ds)
     assert se.main(["--sweep", "--rho-frac", "0.5,1.1", "--dim", "3", "--no-plot", "--out",
                     str(tmp_path)]) == 0  # fmt: skip
-    assert (tmp_path / "sweep.nc").exists()
+    saved = read_netcdf(tmp_path / "sweep.nc")
+    fresh = se.sweep(se.SweepConfig(dim=3, rho_fractions=(0.5, 1.1)), progress=False)
+    xr.testing.assert_allclose(saved.entropy_gap, fresh.entropy_gap)
 
 
 def test_spectrum_families():
@@ -213,16 +255,36 @@ def test_config_bad_input(kwargs, match):
     [
         (["--eigenvalues", "1,1,0.5"], "must be distinct"),
         (["--rho", "-0.1"], "must be finite and >= 0"),
-        (["--eps", "0"], "`eps` must be a positive"),
+        (["--eps", "0"], "`--eps` must be a positive"),
+        (["--n-context", "-1"], "`--n-context` must be a positive"),
+        (["--dim", "1", "--family", "power"], "`--dim` must be an integer >= 2"),
         (["--c", "0.001"], "puts the endpoint"),
         (["--eigenvalues", "1,a"], "comma-separated numbers"),
         (["--family", "flat"], "invalid choice"),
-        (["--family", "geometric", "--spread", "0.5"], "`spread` must be > 1"),
+        (["--family", "geometric", "--spread", "0.5"], "`--spread` must be > 1"),
     ],
 )
 def test_cli_usage_errors_exit_2(argv, match, capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
         se.main([*argv, "--no-plot", "--out", str(tmp_path)])
     assert exc.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, "one line, no usage block"
     assert "error:" in err and pytest.importorskip("re").search(match, err)
+
+
+def test_entropy_ceiling_is_the_limit_of_sam_entropy_at_the_bound():
+    # As ρ → (√3/2)ε every truncated SAM time is dominated by the common log(1 − ρ̂/ε) → −∞,
+    # so p_SAM → λ^-2 / Σλ^-2 and the entropy gap to that ceiling closes like 1/|ln δ|,
+    # δ = 1 − ρ/bound. Approach the bound with real SAM times and check both.
+    lam = np.array([0.4, 0.3, 0.2, 0.1])
+    delta = np.array([1e-3, 1e-6, 1e-10])
+    ds = se.check_theorem(se.SamEntropyConfig(rhos=tuple((1 - delta) * se.rho_bound(0.01)),
+                                              cross_check=False))  # fmt: skip
+    p = lam**-2 / (lam**-2).sum()
+    ceiling = -np.sum(p * np.log(p))
+    assert float(ds.entropy_ceiling) == pytest.approx(ceiling, rel=1e-14)
+    dist = ceiling - ds.entropy_sam.values
+    assert np.all(dist > 0)  # approached from below
+    scaled = dist * np.abs(np.log(delta))  # measured: 1.4447e-3, 1.4450e-3, 1.4445e-3
+    np.testing.assert_allclose(scaled, scaled.mean(), rtol=1e-2)

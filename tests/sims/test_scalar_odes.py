@@ -240,3 +240,21 @@ def test_regression_newton_polish_diverged_at_double_root():
 def test_sam_form_validation():
     with pytest.raises(ValueError, match="`sam_form` must be"):
         attn_s_ode(0.3, rho=0.01, sam_form="second_order")
+
+
+@pytest.mark.parametrize(
+    "coeffs",
+    [(0.0, -0.0123, 0.16), (0.0, 2.0, 0.45), (1e-3, -0.5, 2.0), (0.09, -0.6, 1.0),  # double
+     (1.0, 0.2, 3.0), (0.0, 0.0, 2.0), (-4.0, 0.0, 1.0), (0.7, 0.3, 0.0)],
+)  # fmt: skip
+def test_closed_form_quadratic_roots_equal_companion_eigenvalues(coeffs):
+    from sims.scalar_odes import PolynomialODE
+
+    ode = PolynomialODE(coeffs, 1.0, "attn_s", "sam", "truncated", {})
+    got = np.sort_complex(ode.roots())
+    ref = np.sort_complex(np.polynomial.polynomial.polyroots(np.trim_zeros(coeffs, "b")))
+    assert got.shape == ref.shape
+    # companion eigenvalues lose ~sqrt(eps) at a double root; elsewhere they agree to ~1e-15
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-7 * max(1.0, np.abs(ref).max()))
+    P = np.polynomial.polynomial.polyval(got, np.asarray(coeffs))
+    assert np.all(np.abs(P) <= 1e-13 * np.abs(coeffs).max() * np.maximum(1, np.abs(got)) ** 2)

@@ -80,11 +80,78 @@ def test_lemma_c2_fails_for_decreasing_weights():
     assert en.check_lemma_c2(n_trials=100).holds
 
 
-def test_entropy_gap_reverses_for_a_speedup():
-    # A SAM-like term that *accelerates* small v (sign flipped) lowers entropy instead.
+def test_learning_times_match_quadrature_of_the_odes():
+    # t^GD, t^SAM of eq. (23) against direct quadrature of the inverse ODEs (9)-(10)
     import mpmath as mp
 
-    lams, c, eps = [2.0, 1.0, 0.5], 0.8, 0.05
-    tg, _ = en.learning_times(lams, c, eps, 0.0)
-    fast = [t / (1 + 5 / (i + 1)) for i, t in enumerate(tg)]  # shrink early (large-λ) times most
-    assert en.entropy(fast) < en.entropy(tg) + mp.mpf(0)
+    lams, c, eps, rho = [2.0, 1.0, 0.5], 0.8, 0.05, 0.02
+    tg, ts = en.learning_times(lams, c, eps, rho)
+    rh = 2 * mp.mpf(rho) / mp.sqrt(3)
+    for lam, a, b in zip(lams, tg, ts, strict=True):
+        u = mp.mpf(c) * mp.mpf(lam) ** (-mp.mpf(1) / 3)
+        qa = mp.quad(lambda v, lam=lam: 1 / (lam**2 * v**2), [eps, u])
+        qb = mp.quad(lambda v, lam=lam: 1 / (lam**2 * (v**2 - rh * v)), [eps, u])
+        assert abs(a - qa) < 1e-20 and abs(b - qb) < 1e-20
+    # and the entropy of (1, 1, 1, 1) is ln 4, of (1, 3) is ln 4 − (3/4) ln 3
+    assert abs(en.entropy([1, 1, 1, 1]) - mp.log(4)) < 1e-25
+    assert abs(en.entropy([1, 3]) - (mp.log(4) - mp.mpf(3) / 4 * mp.log(3))) < 1e-25
+
+
+def test_symbolic_d_gradient_check_rejects_a_wrong_coefficient():
+    am_alg = am.algebra_model()
+    D = am._alg_derivatives(am_alg)
+    g = am._alg_gradients(am_alg)
+    assert am_alg.alg.equal(D["k"], am_alg.dk.T * g["k"])
+    wrong = g["k"] * sp.Rational(3, 2)  # -3 v G q instead of -2 v G q
+    assert not am_alg.alg.equal(D["k"], am_alg.dk.T * wrong)
+
+
+def test_symbolic_d_hessian_check_rejects_a_sign():
+    a = am.algebra_model()
+    D = am._alg_derivatives(a)
+    H = am._alg_hessian_blocks(a)
+    S, E, M, v = a.S, a.E, a.head_M, a.v
+    flipped = 2 * v * S * S + 2 * v * E * M * S + 2 * v**2 * E * a.k * a.q.T * S  # sign of -2vΣ²
+    assert a.alg.equal(D["kq"], a.dk.T * H["kq"] * a.dq)
+    assert not a.alg.equal(D["kq"], a.dk.T * flipped * a.dq)
+
+
+def test_coordinate_reduction_matches_the_explicit_model():
+    # the eigen-coordinate gradient equals the full d = 3 gradient at an ansatz point
+    from theory.fixed_points import ansatz_model, coordinate_gradient
+
+    m = ansatz_model(3, 2)
+    v = sp.Symbol("v", positive=True)
+    g = m.grad_at(m.ansatz([], active=2, v_active=v))
+    s2 = m.head_slice(2)
+    blk = g[s2, 0]
+    red = coordinate_gradient(m.lam[1], v, v, v, trace=m.trace, N=m.N)
+    assert sp.expand(blk[0] - red[0]) == 0
+    assert sp.expand(blk[1 + 1] - red[1]) == 0 and sp.expand(blk[4 + 1] - red[2]) == 0
+    assert all(sp.expand(blk[i]) == 0 for i in (1, 3, 4, 6))  # off-coordinate components
+
+
+def test_grad_norm_from_gradient_is_computed():
+    g = sp.Symbol("g", positive=True)
+    assert sp.simplify(sf.grad_norm_from_gradient(sp.Matrix([g, g, g]), g) - SQ3 * g) == 0
+    assert sp.simplify(sf.grad_norm_from_gradient(sp.Matrix([2 * g, 2 * g, 2 * g]), g)
+                       - 2 * SQ3 * g) == 0  # fmt: skip
+    x = sp.Symbol("x", positive=True)
+    import pytest
+
+    with pytest.raises(ValueError, match="not a positive constant"):
+        sf.grad_norm_from_gradient(sp.Matrix([g, x]), g)
+
+
+def test_small_v_truncation_reports_the_dropped_exact_sam_term():
+    r = sf.check_small_v()
+    lam, rho = sp.symbols("lam rho", positive=True)
+    assert sp.simplify(r.residual - lam**2 * rho**2 / 3) == 0
+    assert "up to 1/4" in r.caveat and "sqrt(3)*rho/(6*v)" in r.caveat
+
+
+def test_exact_sam_fixed_point_value():
+    r = sf.check_lemma41_exact()
+    assert not r.holds  # the statement is refuted
+    # ‖∇L(v*)‖ = 2√3 g(ρ/√3) at λ = (1, ½, ½), N = 10, ρ = 1/20: ≈ 2√3·λ²ρ²/3 = 0.0028868
+    assert abs(float(r.residual) - 2 * 3**0.5 * (0.05**2 / 3)) < 1e-6

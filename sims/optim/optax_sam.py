@@ -1,4 +1,4 @@
-"""Optax-style gradient transformations for GD and SAM (main paper eqs. 2, 6–8).
+"""Optax-style gradient transformations for GD and SAM (main paper eqs. 2, 6–8), JAX side.
 
 Every optimizer is a factory returning an :class:`optax.GradientTransformationExtraArgs`
 (``init``, ``update``) with a NamedTuple state, composable with :func:`optax.chain`. The math
@@ -14,6 +14,10 @@ lives in small pure functions (:func:`sam_perturbation`, :func:`sam_gradient`,
   ``(I + P) g = g + (ρ/‖g‖) H g`` with the Hessian-vector product ``H g`` by forward-over-reverse
   autodiff of ``grad_fn``.
 * :func:`sam_gd`, :func:`sam_flow_gd`: the chains above.
+* :func:`preconditioned_perturbation` and :func:`functional_sam_gradient`: the SAM-family
+  gradients of seed 003 (SAM eq. 2, Functional-SAM eq. 11, Logit-SAM App. D, the preconditioned
+  perturbation of eq. 12) written after the paper's App. C listing (corrected). They are the JAX
+  reference that the torch optimizers of :mod:`sims.optim.torch_sam` are tested against.
 
 ``rho`` may be a traced JAX scalar (so one can ``vmap`` over ρ); its sign is then not checked.
 
@@ -49,6 +53,8 @@ __all__ = [
     "sam_gd",
     "sam_flow_gd",
     "METHODS",
+    "preconditioned_perturbation",
+    "functional_sam_gradient",
 ]
 
 
@@ -181,3 +187,81 @@ METHODS: dict[str, Callable[..., optax.GradientTransformationExtraArgs]] = {
     "sam": sam_gd,
     "sam_flow": sam_flow_gd,
 }
+
+
+_PRECOND_MODES = ("pre", "post", "dual")
+
+
+def preconditioned_perturbation(grads, rho, precond_inv=None, *, mode: str = "post"):
+    """SAM-family perturbation ``e`` (seed 003 eqs. 2 and 12), detached.
+
+    With ``d = M⁻¹ g`` (``d = g`` when ``precond_inv`` is None):
+
+    * ``"pre"`` (eq. 12 literally): ``e = ρ d / ‖g‖₂``;
+    * ``"post"``: ``e = ρ d / ‖d‖₂`` (so ``‖e‖₂ = ρ``);
+    * ``"dual"``: ``e = ρ d / sqrt(gᵀ d)`` (so ``‖e‖_M = ρ``).
+
+    All three equal :func:`sam_perturbation` when ``M = I``; ``e = 0`` where the normalizer is 0.
+
+    Args:
+        grads: the gradient pytree ``g``.
+        rho: the radius ``ρ >= 0``.
+        precond_inv: pytree of ``M⁻¹`` diagonals (same structure as ``grads``), or None.
+        mode: ``"pre"``, ``"post"`` or ``"dual"``.
+    """
+    if mode not in _PRECOND_MODES:
+        raise ValueError(f"`mode` must be one of {_PRECOND_MODES}; got {mode!r}.")
+    g = jax.lax.stop_gradient(grads)
+    d = g if precond_inv is None else jax.tree_util.tree_map(jnp.multiply, precond_inv, g)
+    if mode == "pre":
+        n = global_norm(g)
+    elif mode == "post":
+        n = global_norm(d)
+    else:
+        dots = jax.tree_util.tree_leaves(jax.tree_util.tree_map(jnp.vdot, g, d))
+        n = jnp.sqrt(sum(dots))
+    factor = jnp.where(n > 0, rho / jnp.where(n > 0, n, 1.0), 0.0)
+    return jax.tree_util.tree_map(lambda a: factor * a, d)
+
+
+def functional_sam_gradient(
+    logits_fn: Callable, loss_fn: Callable, params, rho, *, variant: str = "fsam",
+    precond_inv=None, mode: str = "post",
+):  # fmt: skip
+    """The gradient a SAM-family method passes to its base optimizer (seed 003, App. C, fixed).
+
+    With ``Z = F(θ)`` (``logits_fn``), ``r = ∂L/∂Z`` at ``θ`` and ``θ̃ = θ + e``
+    (:func:`preconditioned_perturbation`):
+
+    * ``"sam"``: ``∇L(θ̃) = J(θ̃)ᵀ r(θ̃)`` (eq. 2);
+    * ``"fsam"``: ``J(θ̃)ᵀ r(θ)``, the VJP at the perturbed point with the unperturbed logit
+      gradient (eq. 11);
+    * ``"lsam"``: ``J(θ)ᵀ r(θ̃)`` (Logit-SAM, App. D eq. 19 at φ = π/2).
+
+    Args:
+        logits_fn: ``params -> logits``.
+        loss_fn: ``logits -> scalar loss``.
+        params: the parameter pytree ``θ``.
+        rho: radius ``ρ``.
+        variant: ``"sam"``, ``"fsam"`` or ``"lsam"``.
+        precond_inv: ``M⁻¹`` diagonals for the preconditioned forms (eq. 12), or None.
+        mode: normalization of the preconditioned perturbation (see above).
+
+    Returns:
+        ``(g_variant, g, loss)``: the variant's gradient, the plain gradient and ``L(θ)``.
+    """
+    if variant not in ("sam", "fsam", "lsam"):
+        raise ValueError(f"`variant` must be 'sam', 'fsam' or 'lsam'; got {variant!r}.")
+    logits, pull = jax.vjp(logits_fn, params)
+    loss, r = jax.value_and_grad(loss_fn)(logits)
+    (g,) = pull(r)
+    e = preconditioned_perturbation(g, rho, precond_inv, mode=mode)
+    perturbed = jax.tree_util.tree_map(jnp.add, params, e)
+    if variant == "sam":
+        out = jax.grad(lambda p: loss_fn(logits_fn(p)))(perturbed)
+    elif variant == "fsam":
+        _, pull_p = jax.vjp(logits_fn, perturbed)
+        (out,) = pull_p(jax.lax.stop_gradient(r))
+    else:
+        (out,) = pull(jax.grad(loss_fn)(logits_fn(perturbed)))
+    return out, g, loss

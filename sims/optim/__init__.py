@@ -1,0 +1,69 @@
+"""Optimizers of the package: optax-style JAX transformations and the torch SAM family.
+
+One home for every optimizer, below both ``sims`` simulations and ``llm_validation``. Importing
+``sims.optim`` imports neither JAX nor torch: each public name is resolved on first access
+(PEP 562), from the submodule that defines it.
+
+JAX (:mod:`sims.optim.optax_sam`, extra ``jax``), names unchanged from the old ``sims.optim``:
+    ``gd``, ``sam``, ``sam_flow``, ``sam_gd``, ``sam_flow_gd``, ``METHODS``, ``SAMState``,
+    ``global_norm``, ``sam_perturbation``, ``sam_gradient``, ``sam_flow_direction``, plus the
+    Functional-SAM reference kernels ``functional_sam_gradient`` and
+    ``preconditioned_perturbation`` (seed 003, eqs. 11-12; used to cross-check the torch side).
+
+Torch (extra ``torch``):
+    * :mod:`sims.optim.torch_sam`: pure kernels (``sam_perturbation``,
+      ``preconditioned_perturbation``, ``adam_preconditioner``, ``angle_combine``, ...; reach
+      them through the submodule, since the JAX kernels own those names here) and the optimizer
+      ``SAMFamily`` (SAM, Functional-SAM, Logit-SAM, ANGLE-SAM, their preconditioned forms),
+      with ``SAM`` its plain-SAM spelling, exported here.
+    * :mod:`sims.optim.muon`: ``partition_params``, ``ParamPartition``, ``MuonAdamW``.
+    * :mod:`sims.optim.factory`: ``build_optimizer(name, model, *, lr, ...)`` and
+      ``OPTIMIZERS`` (the names it accepts).
+    * :mod:`sims.optim.hf`: ``SAMFamilyTrainer`` (extra ``llm``; not re-exported here).
+    * :mod:`sims.optim.diagnostics`: τ fractions, λ_max, Hutchinson traces, logit statistics.
+
+Examples:
+    >>> import sys, sims.optim
+    >>> "torch" in sys.modules and "jax" in sys.modules  # doctest: +SKIP
+    False
+    >>> sorted(n for n in sims.optim.__all__ if n.startswith("sam_f"))
+    ['sam_flow', 'sam_flow_direction', 'sam_flow_gd']
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# name -> submodule that defines it
+_JAX_NAMES = (
+    "SAMState", "global_norm", "sam_perturbation", "sam_gradient", "sam_flow_direction", "gd",
+    "sam", "sam_flow", "sam_gd", "sam_flow_gd", "METHODS", "functional_sam_gradient",
+    "preconditioned_perturbation",
+)  # fmt: skip
+_LAZY: dict[str, str] = {name: "optax_sam" for name in _JAX_NAMES}
+_LAZY.update(
+    SAM="torch_sam",
+    SAMFamily="torch_sam",
+    VARIANTS="torch_sam",
+    NonFiniteGradientError="torch_sam",
+    partition_params="muon",
+    ParamPartition="muon",
+    MuonAdamW="muon",
+    build_optimizer="factory",
+    OPTIMIZERS="factory",
+)
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # cache: later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

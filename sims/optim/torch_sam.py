@@ -1,0 +1,729 @@
+r"""The SAM family in torch: pure perturbation kernels and one thin ``torch.optim`` shell.
+
+Seed 003 (Singh et al., "Avoiding spurious sharpness minimization broadens applicability of
+SAM"). With ``θ`` the parameters, ``Z = F(θ)`` the logits, ``r = ∂L/∂Z`` the logit gradient
+(detached), ``g = J(θ)ᵀ r = ∇L(θ)`` and the perturbation ``e`` (below), the gradient each variant
+hands to its base optimizer is
+
+.. math::
+
+    \begin{aligned}
+    \text{SAM (eq. 2)}:\; & J(θ+e)^\top r(θ+e) = ∇L(θ+e) \\
+    \text{Functional-SAM (eq. 11)}:\; & J(θ+e)^\top r(θ) \\
+    \text{Logit-SAM (App. D)}:\; & J(θ)^\top r(θ+e) \\
+    \text{ANGLE-SAM (eq. 19)}:\; & g + w_\text{logit}\,(g_\text{LSAM} - g)
+        + w_\text{func}\,(g_\text{FSAM} - g)
+    \end{aligned}
+
+and the base step (AdamW, SGD, ... including its weight decay) is applied at the **unperturbed**
+``θ``. The perturbation is ``e = ρ g/‖g‖₂`` (global norm over every parameter), or for the
+preconditioned forms (eq. 12, ``M = sqrt(v̂) + ε`` from the base Adam's second moment, taken
+before the current step) ``e = ρ M⁻¹g / N`` with ``N = ‖g‖`` (``"pre"``, eq. 12 literally),
+``‖M⁻¹g‖`` (``"post"``, so ``‖e‖ = ρ``) or ``sqrt(gᵀM⁻¹g)`` (``"dual"``). To first order in ρ,
+``g_SAM = g + ρ(H_G + H_F)ε*``, ``g_FSAM = g + ρ H_F ε*`` and ``g_LSAM = g + ρ H_G ε*``
+(seed 003 eq. 10), which the tests check with their ρ-slopes.
+
+Passes per step: SAM and FSAM 2 forward + 2 backward; Logit-SAM 3F + 2B and ANGLE-SAM 3F + 3B
+(the parameters are perturbed in place, so the logit-path VJP at ``θ`` re-runs the forward there).
+
+Kernels (pure: tensors in, tensors out): :func:`global_norm`, :func:`sam_perturbation`,
+:func:`preconditioned_perturbation`, :func:`adam_preconditioner`, :func:`angle_combine`,
+:func:`angle_weights`. The shell :class:`SAMFamily` runs the passes; :class:`SAM` is its plain-SAM
+spelling with the historical ``SAM(params, base_cls, rho, **base_kwargs)`` signature.
+
+**Closure protocol.** ``opt.step(closure)`` takes a callable (or a list of them: micro-batches of
+one accumulated step) that runs the forward pass and returns ``(loss, logits)`` **without**
+calling ``backward``: the optimizer runs the backward passes itself because it needs ``∂L/∂Z``.
+With micro-batches each loss must already carry its share of the batch objective (e.g. divided
+by the number of micro-batches), exactly as for plain gradient accumulation; the perturbation is
+then computed from the **accumulated** gradient and every micro-batch is re-evaluated at
+``θ + e``. Random layers (dropout) see the same random numbers in every pass of a micro-batch.
+
+Examples:
+    >>> import torch
+    >>> w = torch.nn.Parameter(torch.tensor([3.0, 4.0]))
+    >>> opt = SAM([w], torch.optim.SGD, rho=0.5, lr=0.1)
+    >>> def closure():
+    ...     return 0.5 * (w**2).sum(), w   # (loss, "logits"): here the logits are w itself
+    >>> float(opt.step(closure))
+    12.5
+    >>> [round(v, 4) for v in w.tolist()]  # w - 0.1 * (w + 0.5 * w/|w|)
+    [2.67, 3.56]
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+
+__all__ = [
+    "VARIANTS",
+    "PRECOND_MODES",
+    "NonFiniteGradientError",
+    "global_norm",
+    "sam_perturbation",
+    "preconditioned_perturbation",
+    "adam_preconditioner",
+    "angle_combine",
+    "angle_weights",
+    "cosine_similarity",
+    "SAMFamily",
+    "SAM",
+]
+
+#: Perturbation paths (the preconditioned forms are ``precondition=True`` on ``sam``/``fsam``).
+VARIANTS = ("sam", "fsam", "lsam", "angle_sam")
+#: Normalizations of the preconditioned perturbation (seed 003 eq. 12; see the module docstring).
+PRECOND_MODES = ("pre", "post", "dual")
+_NONFINITE = ("raise", "skip")
+_STEP0 = ("identity", "zero")
+
+Tensors = Sequence[torch.Tensor]
+
+
+class NonFiniteGradientError(FloatingPointError):
+    """A gradient of a SAM-family pass has a NaN or infinite entry (parameters left unchanged)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Pure kernels
+# --------------------------------------------------------------------------------------------
+
+
+def global_norm(tensors: Iterable[torch.Tensor | None]) -> torch.Tensor:
+    """``‖(t_1, ..., t_n)‖₂`` over all tensors together, as a float64 scalar (``None`` skipped)."""
+    present = [t.detach() for t in tensors if t is not None]
+    if not present:
+        return torch.zeros((), dtype=torch.float64)
+    norms = torch._foreach_norm(present)
+    return torch.linalg.vector_norm(torch.stack([n.to(torch.float64) for n in norms]))
+
+
+def _check_rho(rho) -> float:
+    if isinstance(rho, bool) or not isinstance(rho, (int, float)):
+        raise TypeError(f"`rho` must be a real number; got {rho!r} ({type(rho).__name__}).")
+    if not math.isfinite(rho) or rho < 0:
+        raise ValueError(
+            f"`rho` must be finite and >= 0; got {rho!r}. Use a small radius such as 0.05 "
+            "(rho=0 reproduces the base optimizer)."
+        )
+    return float(rho)
+
+
+def _scale(norm: torch.Tensor, rho: float) -> float:
+    n = float(norm)
+    return rho / n if n > 0 else 0.0
+
+
+def sam_perturbation(grads: Sequence[torch.Tensor | None], rho: float) -> list[torch.Tensor | None]:
+    """SAM ascent step ``e_i = ρ g_i/‖g‖₂`` with one global norm over all tensors (eq. 2).
+
+    Args:
+        grads: gradients (``None`` entries are passed through as ``None``).
+        rho: the radius ``ρ >= 0``; ``‖e‖ = ρ`` (``e = 0`` when every gradient vanishes).
+
+    Returns:
+        One perturbation per gradient (detached).
+
+    Raises:
+        ValueError: if ``rho`` is negative or not finite.
+    """
+    rho = _check_rho(rho)
+    scale = _scale(global_norm(grads), rho)
+    return [None if g is None else g.detach() * scale for g in grads]
+
+
+def preconditioned_perturbation(
+    grads: Tensors, rho: float, precond_inv: Tensors | None = None, *, mode: str = "post"
+) -> list[torch.Tensor]:
+    """Preconditioned SAM perturbation ``e = ρ M⁻¹g / N`` (seed 003 eq. 12).
+
+    ``N`` is ``‖g‖₂`` for ``mode="pre"`` (eq. 12 literally), ``‖M⁻¹g‖₂`` for ``"post"`` (so
+    ``‖e‖₂ = ρ``) and ``sqrt(gᵀM⁻¹g)`` for ``"dual"`` (so ``‖e‖_M = ρ``). With ``M = I``
+    (``precond_inv=None`` or all ones) every mode equals :func:`sam_perturbation`.
+
+    Args:
+        grads: gradients ``g`` (one tensor per parameter).
+        rho: the radius ``ρ >= 0``.
+        precond_inv: diagonals of ``M⁻¹`` (same shapes as ``grads``), or None for ``M = I``.
+        mode: ``"pre"``, ``"post"`` or ``"dual"``.
+
+    Returns:
+        The perturbation, one tensor per gradient; zero where ``N = 0``.
+
+    Raises:
+        ValueError: for a bad ``rho`` or ``mode`` or mismatched lengths.
+    """
+    rho = _check_rho(rho)
+    if mode not in PRECOND_MODES:
+        raise ValueError(f"`mode` must be one of {PRECOND_MODES}; got {mode!r}.")
+    g = [t.detach() for t in grads]
+    if precond_inv is None:
+        return [t * _scale(global_norm(g), rho) for t in g]
+    if len(precond_inv) != len(g):
+        raise ValueError(
+            f"`precond_inv` has {len(precond_inv)} tensors but `grads` has {len(g)}; pass one "
+            "M⁻¹ diagonal per gradient."
+        )
+    d = [t * m for t, m in zip(g, precond_inv, strict=True)]
+    if mode == "pre":
+        norm = global_norm(g)
+    elif mode == "post":
+        norm = global_norm(d)
+    else:
+        dots = [torch.vdot(a.flatten().to(torch.float64), b.flatten().to(torch.float64))
+                for a, b in zip(g, d, strict=True)]  # fmt: skip
+        norm = torch.sqrt(torch.clamp(torch.stack(dots).sum(), min=0.0))
+    scale = _scale(norm, rho)
+    return [t.mul_(scale) for t in d]
+
+
+def adam_preconditioner(
+    optimizer: torch.optim.Optimizer, params: Sequence[torch.Tensor], *,
+    bias_correction: bool = True,
+) -> list[torch.Tensor] | None:  # fmt: skip
+    """``M⁻¹ = 1/(sqrt(v̂) + ε)``, the inverse denominator of an Adam-type optimizer's update.
+
+    ``v̂ = v/(1 − β₂ᵏ)`` is the bias-corrected second moment after ``k`` completed steps (read
+    from ``optimizer.state`` *before* the current step; ``max_exp_avg_sq`` under ``amsgrad``).
+
+    Args:
+        optimizer: a ``torch.optim.Adam``/``AdamW`` (or anything keeping ``exp_avg_sq``).
+        params: the parameters, in the order wanted.
+        bias_correction: divide ``v`` by ``1 − β₂ᵏ`` (``False``: raw ``sqrt(v) + ε``).
+
+    Returns:
+        One ``M⁻¹`` diagonal per parameter, or ``None`` before the first step (``k = 0``, no
+        second moment yet). Parameters without state get ones (``M = I``).
+    """
+    group_of = {id(p): g for g in optimizer.param_groups for p in g["params"]}
+    out, any_state = [], False
+    for p in params:
+        st = optimizer.state.get(p, {})
+        step = float(st["step"]) if "step" in st else 0.0
+        if step <= 0 or "exp_avg_sq" not in st:
+            out.append(torch.ones_like(p))
+            continue
+        any_state = True
+        group = group_of[id(p)]
+        v = st["max_exp_avg_sq"] if group.get("amsgrad", False) else st["exp_avg_sq"]
+        bc = 1.0 - group["betas"][1] ** step if bias_correction else 1.0
+        out.append(torch.reciprocal((v / bc).sqrt_().add_(group["eps"])))
+    return out if any_state else None
+
+
+def angle_combine(
+    g: Tensors, g_lsam: Tensors, g_fsam: Tensors, w_logit: float, w_func: float
+) -> list[torch.Tensor]:
+    """ANGLE-SAM gradient ``g + w_logit (g_LSAM − g) + w_func (g_FSAM − g)`` (App. D eq. 19).
+
+    ``(0, 1)`` is Functional-SAM, ``(1, 0)`` Logit-SAM and ``(1, 1)`` SAM to first order in ρ;
+    the paper's ``(sin φ, cos φ)`` is :func:`angle_weights`.
+    """
+    c = 1.0 - w_logit - w_func
+    return [c * a + w_logit * b + w_func * f
+            for a, b, f in zip(g, g_lsam, g_fsam, strict=True)]  # fmt: skip
+
+
+def angle_weights(phi: float) -> tuple[float, float]:
+    """``(w_logit, w_func) = (sin φ, cos φ)`` (App. D eq. 18).
+
+    φ = 0 is Functional-SAM, φ = π/2 Logit-SAM; φ = π/4 is SAM with radius ``ρ/√2`` to first
+    order (not SAM(ρ): the paper's remark drops the ``1/√2``).
+    """
+    return math.sin(phi), math.cos(phi)
+
+
+def cosine_similarity(a: Iterable[torch.Tensor], b: Iterable[torch.Tensor]) -> float:
+    """Cosine between two parameter-shaped tensor lists, flattened and concatenated."""
+    a, b = list(a), list(b)
+    dot = sum(float(torch.vdot(x.flatten().double(), y.flatten().double()))
+              for x, y in zip(a, b, strict=True))  # fmt: skip
+    na, nb = float(global_norm(a)), float(global_norm(b))
+    return dot / (na * nb) if na > 0 and nb > 0 else float("nan")
+
+
+# --------------------------------------------------------------------------------------------
+# RNG forking (the same dropout masks in every pass of a micro-batch)
+# --------------------------------------------------------------------------------------------
+
+
+def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    return torch.get_rng_state(), cuda
+
+
+def _set_rng_state(state) -> None:
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def _unpack(out, needs_logits: bool, variant: str):
+    if isinstance(out, (tuple, list)) and len(out) == 2:
+        loss, logits = out
+    elif isinstance(out, torch.Tensor):
+        loss, logits = out, None
+    else:
+        raise TypeError(
+            "a SAM-family closure must return `(loss, logits)` (or just `loss` for SAM/PSAM); "
+            f"got {type(out).__name__}."
+        )
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        raise TypeError(f"the closure's loss must be a scalar tensor; got {loss!r:.80}.")
+    if needs_logits:
+        if not isinstance(logits, torch.Tensor):
+            raise TypeError(
+                f"variant {variant!r} needs the logits: the closure must return "
+                "`(loss, logits)` with `loss` computed from `logits`."
+            )
+        if not logits.requires_grad:
+            raise ValueError(
+                "the closure's logits do not require grad; the trainable parameters must "
+                "reach the logits (unfreeze them or attach adapters)."
+            )
+    return loss, logits
+
+
+# --------------------------------------------------------------------------------------------
+# The optimizer shell
+# --------------------------------------------------------------------------------------------
+
+
+class SAMFamily(torch.optim.Optimizer):
+    """SAM, Functional-SAM, Logit-SAM, ANGLE-SAM and their preconditioned forms, around a base.
+
+    Args:
+        params: parameters or param groups (one radius and one global norm for all of them).
+        base_optimizer_cls: the base optimizer (``torch.optim.AdamW``, ``SGD``, ...); it is built
+            on the same param groups and takes the SAM-family gradient in place of the gradient.
+        rho: the radius ``ρ >= 0`` (``ρ = 0`` reproduces the base optimizer exactly).
+        variant: ``"sam"`` (eq. 2), ``"fsam"`` (eq. 11), ``"lsam"`` or ``"angle_sam"``
+            (App. D).
+        **base_kwargs: passed to ``base_optimizer_cls`` (``lr``, ``weight_decay``, ...).
+
+    Other Parameters:
+        precondition: perturb along ``M⁻¹g`` with ``M`` from the base's Adam second moment
+            (eq. 12; PSAM = ``sam`` + this, PFSAM = ``fsam`` + this). Needs an Adam-type base.
+        precond_norm: ``"pre"``, ``"post"`` or ``"dual"`` (see :func:`preconditioned_perturbation`).
+        precond_step0: before the base's first step there is no ``M``: ``"identity"`` uses
+            ``M = I`` (the plain variant), ``"zero"`` takes the base step without perturbation.
+        precond_bias_correction: use ``v̂ = v/(1 − β₂ᵏ)`` (``False``: raw ``v``).
+        angle_weights: ``(w_logit, w_func)`` for ``"angle_sam"`` (required there, rejected
+            elsewhere); ``angle_weights(φ)`` gives the paper's ``(sin φ, cos φ)``.
+        rho_warmup_steps: ramp ``ρ_t = ρ · min(1, t/N)`` over the first ``N`` steps (``t`` =
+            completed steps; the paper's fix for large-model NaNs). 0: constant ``ρ``.
+        nonfinite: on a NaN/inf gradient ``"raise"`` :class:`NonFiniteGradientError` or
+            ``"skip"`` the step with a warning (counted in ``skipped_steps``); either way the
+            parameters and the base state are left as they were before the step.
+        max_grad_norm: clip the gradient handed to the base optimizer to this global norm.
+        track_direction: keep ``g`` to report ``cos(update gradient, g)`` in ``last_info``.
+
+    Attributes:
+        base_optimizer: the base optimizer (its ``param_groups`` are this optimizer's).
+        sam_steps, skipped_steps: counters.
+        last_info: ``rho``, ``grad_norm``, ``perturbation_norm``, ``update_grad_norm``,
+            ``preconditioned`` (and ``cosine`` with ``track_direction``) of the last step.
+
+    Raises:
+        ValueError, TypeError: for a bad argument (named in the message), before any state.
+    """
+
+    def __init__(
+        self,
+        params: Iterable,
+        base_optimizer_cls: type[torch.optim.Optimizer],
+        rho: float = 0.05,
+        *,
+        variant: str = "sam",
+        precondition: bool = False,
+        precond_norm: str = "post",
+        precond_step0: str = "identity",
+        precond_bias_correction: bool = True,
+        angle_weights: tuple[float, float] | None = None,
+        rho_warmup_steps: int = 0,
+        nonfinite: str = "raise",
+        max_grad_norm: float | None = None,
+        track_direction: bool = False,
+        **base_kwargs: Any,
+    ) -> None:
+        rho = _check_rho(rho)
+        if not (isinstance(base_optimizer_cls, type)
+                and issubclass(base_optimizer_cls, torch.optim.Optimizer)):  # fmt: skip
+            raise TypeError(
+                "`base_optimizer_cls` must be a torch.optim.Optimizer subclass (e.g. "
+                f"torch.optim.AdamW); got {base_optimizer_cls!r}."
+            )
+        if variant not in VARIANTS:
+            raise ValueError(
+                f"unknown `variant` {variant!r}; choose one of {VARIANTS} (preconditioned "
+                "forms: precondition=True)."
+            )
+        if precondition and not issubclass(
+            base_optimizer_cls, torch.optim.Adam | torch.optim.AdamW
+        ):
+            raise ValueError(
+                "`precondition=True` takes M from an Adam-type base optimizer's second moment; "
+                f"got base {base_optimizer_cls.__name__}. Use torch.optim.AdamW as the base, or "
+                "precondition=False."
+            )
+        if precond_norm not in PRECOND_MODES:
+            raise ValueError(
+                f"unknown `precond_norm` {precond_norm!r}; choose one of {PRECOND_MODES}."
+            )
+        if precond_step0 not in _STEP0:
+            raise ValueError(f"unknown `precond_step0` {precond_step0!r}; choose one of {_STEP0}.")
+        if variant == "angle_sam":
+            if angle_weights is None:
+                raise ValueError(
+                    "variant 'angle_sam' needs explicit `angle_weights=(w_logit, w_func)`, e.g. "
+                    "angle_weights(phi) = (sin phi, cos phi); (1, 1) is SAM to first order."
+                )
+            if len(angle_weights) != 2 or not all(math.isfinite(float(w)) for w in angle_weights):
+                raise ValueError(
+                    f"`angle_weights` must be two finite numbers; got {angle_weights!r}."
+                )
+        elif angle_weights is not None:
+            raise ValueError(
+                f"`angle_weights` only applies to variant 'angle_sam'; got variant {variant!r}."
+            )
+        if not isinstance(rho_warmup_steps, int) or rho_warmup_steps < 0:
+            raise ValueError(f"`rho_warmup_steps` must be an int >= 0; got {rho_warmup_steps!r}.")
+        if nonfinite not in _NONFINITE:
+            raise ValueError(f"unknown `nonfinite` {nonfinite!r}; choose one of {_NONFINITE}.")
+        if max_grad_norm is not None and not (max_grad_norm > 0 and math.isfinite(max_grad_norm)):
+            raise ValueError(f"`max_grad_norm` must be None or > 0; got {max_grad_norm!r}.")
+        params = list(params)
+        n_params = sum(
+            len(list(g["params"])) if isinstance(g, dict) else 1 for g in params
+        )  # fmt: skip
+        if n_params == 0:
+            raise ValueError(
+                "`params` is empty: there are no parameters to perturb (is every parameter "
+                "frozen?). Pass trainable parameters, e.g. unfreeze layers or attach adapters."
+            )
+        super().__init__(params, dict(rho=rho, **base_kwargs))
+        self.base_optimizer = base_optimizer_cls(self.param_groups, **base_kwargs)
+        self.param_groups = self.base_optimizer.param_groups
+        self.defaults.update(self.base_optimizer.defaults)
+        self.variant = variant
+        self.precondition = bool(precondition)
+        self.precond_norm = precond_norm
+        self.precond_step0 = precond_step0
+        self.precond_bias_correction = bool(precond_bias_correction)
+        self.angle_weights = None if angle_weights is None else tuple(map(float, angle_weights))
+        self.rho_warmup_steps = rho_warmup_steps
+        self.nonfinite = nonfinite
+        self.max_grad_norm = max_grad_norm
+        self.track_direction = bool(track_direction)
+        self.sam_steps = 0
+        self.skipped_steps = 0
+        self.last_info: dict[str, Any] = {}
+        self._pending: list[tuple[Callable | None, torch.Tensor | None, Any]] = []
+        self._pass1_norm: float | None = None
+
+    # -- small helpers -------------------------------------------------------------------------
+    @property
+    def needs_logits(self) -> bool:
+        """Whether the closure must return the logits (every variant but SAM)."""
+        return self.variant != "sam"
+
+    @property
+    def rho(self) -> float:
+        """The configured radius ``ρ`` (shared by all param groups)."""
+        rhos = {g.get("rho", self.defaults["rho"]) for g in self.param_groups}
+        if len(rhos) != 1:
+            raise ValueError(f"all param groups must share one `rho`; got {sorted(rhos)}.")
+        return float(rhos.pop())
+
+    def rho_at(self, step: int) -> float:
+        """``ρ_t`` after ``step`` completed steps (the linear warm-up, then constant)."""
+        if self.rho_warmup_steps == 0:
+            return self.rho
+        return self.rho * min(1.0, step / self.rho_warmup_steps)
+
+    def _params(self) -> list[torch.Tensor]:
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def _nonfinite(self, where: str) -> bool:
+        """Handle a non-finite gradient: restore, then raise or warn; True means skip."""
+        self._restore()
+        self._pending.clear()
+        self.zero_grad(set_to_none=True)
+        msg = (
+            f"non-finite gradient in the {where} of SAM-family step {self.sam_steps} "
+            f"(variant {self.variant!r}, rho={self.rho_at(self.sam_steps)}); parameters and "
+            "optimizer state are unchanged."
+        )
+        if self.nonfinite == "raise":
+            raise NonFiniteGradientError(
+                msg + " Lower the learning rate or rho, or pass nonfinite='skip' to skip such "
+                "steps."
+            )
+        self.skipped_steps += 1
+        self.last_info = {"skipped": True}
+        warnings.warn(msg + " Step skipped (nonfinite='skip').", RuntimeWarning, stacklevel=3)
+        return True
+
+    @staticmethod
+    def _finite(tensors) -> bool:
+        present = [t for t in tensors if t is not None]
+        return not present or bool(torch.isfinite(global_norm(present)))
+
+    @torch.no_grad()
+    def _restore(self) -> None:
+        for p in self._params():
+            theta = self.state[p].pop("theta", None)
+            if theta is not None:
+                p.copy_(theta)
+
+    # -- the two halves (also usable by hand for SAM/PSAM) --------------------------------------
+    @torch.no_grad()
+    def first_step(self, zero_grad: bool = False) -> bool:
+        """Climb to ``θ + e`` from the gradient in ``p.grad`` (accumulated over micro-batches).
+
+        Saves a copy of ``θ`` (restored exactly by :meth:`second_step`). Returns False when the
+        step was skipped for a non-finite gradient (``nonfinite="skip"``).
+        """
+        params = [p for p in self._params() if p.grad is not None]
+        grads = [p.grad for p in params]
+        if not self._finite(grads):
+            return not self._nonfinite("first pass (gradient at theta)")
+        if self._pass1_norm is not None and grads:  # undo a global rescale (a Trainer's clip)
+            now = float(global_norm(grads))
+            if now > 0 and not math.isclose(now, self._pass1_norm, rel_tol=1e-6):
+                torch._foreach_mul_(grads, self._pass1_norm / now)
+        rho = self.rho_at(self.sam_steps)
+        minv = None
+        if self.precondition:
+            minv = adam_preconditioner(
+                self.base_optimizer, params, bias_correction=self.precond_bias_correction
+            )
+            if minv is None and self.precond_step0 == "zero":
+                rho = 0.0
+        e = preconditioned_perturbation(grads, rho, minv, mode=self.precond_norm)
+        self.last_info = {
+            "rho": rho,
+            "grad_norm": float(global_norm(grads)),
+            "perturbation_norm": float(global_norm(e)),
+            "preconditioned": minv is not None,
+        }
+        keep_g = self.variant == "angle_sam" or self.track_direction
+        for p, e_i in zip(params, e, strict=True):
+            self.state[p]["theta"] = p.detach().clone()
+            p.add_(e_i)
+            if keep_g:
+                self.state[p]["g"] = p.grad.detach().clone()
+        del e, minv
+        if zero_grad:
+            self.zero_grad(set_to_none=True)
+        return True
+
+    @torch.no_grad()
+    def second_step(self, zero_grad: bool = False) -> bool:
+        """Return to ``θ`` and take the base step with the gradient now in ``p.grad``.
+
+        Returns False when the step was skipped for a non-finite gradient.
+        """
+        self._restore()
+        params = self._params()
+        if not self._finite([p.grad for p in params]):
+            return not self._nonfinite("second pass (SAM-family gradient)")
+        with_grad = [p for p in params if p.grad is not None]
+        if self.max_grad_norm is not None and with_grad:
+            torch.nn.utils.clip_grad_norm_(with_grad, self.max_grad_norm, foreach=True)
+        self.last_info["update_grad_norm"] = float(global_norm([p.grad for p in with_grad]))
+        if self.track_direction:
+            gs = [self.state[p].get("g", torch.zeros_like(p)) for p in with_grad]
+            self.last_info["cosine"] = cosine_similarity([p.grad for p in with_grad], gs)
+        for p in params:
+            self.state[p].pop("g", None)
+        self.base_optimizer.step()
+        self.sam_steps += 1
+        self.last_info.setdefault("skipped", False)
+        if zero_grad:
+            self.zero_grad(set_to_none=True)
+        return True
+
+    # -- the driver ------------------------------------------------------------------------------
+    def first_pass(
+        self,
+        loss: torch.Tensor,
+        logits: torch.Tensor | None = None,
+        *,
+        closure: Callable[[], Any] | None = None,
+        rng_state: Any = None,
+        backward: Callable[[torch.Tensor], None] | None = None,
+    ) -> None:
+        """Backward pass 1 of one micro-batch at ``θ`` and registration for the later passes.
+
+        Accumulates ``g`` in ``p.grad``, keeps ``r = ∂loss/∂logits`` when the variant needs it,
+        and queues ``closure`` (which re-runs this micro-batch's forward and returns
+        ``(loss, logits)``) for :meth:`step`. ``rng_state`` is the RNG state from just before
+        this micro-batch's forward (replayed in the later passes).
+
+        Args:
+            loss: this micro-batch's (already scaled) loss at ``θ``.
+            logits: the logits it was computed from (every variant but SAM needs them).
+            closure: re-evaluates the micro-batch; required.
+            rng_state: RNG state before the forward (default: the current state).
+            backward: how to backpropagate the loss (default ``loss.backward()``; e.g. an
+                ``accelerate`` ``Accelerator.backward``).
+        """
+        if closure is None or not callable(closure):
+            raise TypeError(
+                "`closure` (re-evaluates the micro-batch, returning (loss, logits)) is required."
+            )
+        loss, logits = _unpack((loss, logits), self.needs_logits, self.variant)
+        keep_r = self.variant in ("fsam", "angle_sam")
+        if keep_r:
+            logits.retain_grad()
+        (backward or torch.Tensor.backward)(loss)
+        r = None
+        if keep_r:
+            r = logits.grad.detach()
+            logits.grad = None
+        if self.variant == "angle_sam":
+            self._pass1_norm = float(global_norm([p.grad for p in self._params()]))
+        self._pending.append((closure, r, rng_state if rng_state is not None else _rng_state()))
+
+    def step(self, closure=None):  # type: ignore[override]
+        """One full SAM-family step.
+
+        Args:
+            closure: a callable returning ``(loss, logits)`` without calling backward (see the
+                module docstring), or a list of them (micro-batches, losses already scaled).
+                ``None`` completes a step whose first passes were recorded with
+                :meth:`first_pass` (the Hugging Face adapter does this).
+
+        Returns:
+            The summed first-pass loss (detached) when closures were given, else None.
+        """
+        total = None
+        if closure is not None:
+            closures = [closure] if callable(closure) else list(closure)
+            if not closures or not all(callable(c) for c in closures):
+                raise TypeError("`closure` must be a callable or a non-empty list of callables.")
+            self._pending.clear()
+            self._pass1_norm = None
+            self.zero_grad(set_to_none=True)
+            for i, c in enumerate(closures):
+                rng = _rng_state()
+                with torch.enable_grad():
+                    out = c()
+                loss, logits = _unpack(out, self.needs_logits, self.variant)
+                if not self.needs_logits:  # SAM: holding the logits would only cost memory
+                    out = logits = None
+                if i == 0 and any(p.grad is not None for p in self._params()):
+                    raise RuntimeError(
+                        "the closure called backward(): a SAM-family closure must only run the "
+                        "forward pass and return (loss, logits); the optimizer runs backward."
+                    )
+                self.first_pass(loss, logits, closure=c, rng_state=rng)
+                total = loss.detach() if total is None else total + loss.detach()
+                del out, loss, logits  # pass 1's logits must not live through pass 2
+        if not self._pending:
+            raise RuntimeError(
+                "SAMFamily.step needs a `closure` (returning (loss, logits)), or first passes "
+                "recorded with first_pass(); or call first_step()/second_step() yourself."
+            )
+        self._finish()
+        return total
+
+    def _finish(self) -> None:
+        pending, self._pending = self._pending, []
+        backward = torch.Tensor.backward
+        try:
+            if not self.first_step(zero_grad=True):
+                return
+            r_tilde = []
+            for c, r, rng in pending:  # pass 2 at θ + e
+                _set_rng_state(rng)
+                with torch.enable_grad():
+                    loss, logits = _unpack(c(), self.needs_logits, self.variant)
+                    if self.variant == "sam":
+                        logits = None
+                        backward(loss)
+                    elif self.variant == "fsam":
+                        del loss  # frees the loss graph (e.g. log-softmax) before the VJP
+                        torch.autograd.backward(logits, r)
+                    elif self.variant == "lsam":
+                        r_tilde.append(torch.autograd.grad(loss, logits)[0].detach())
+                    else:  # angle_sam: the logit gradient at θ+e, then the FSAM VJP
+                        r_tilde.append(
+                            torch.autograd.grad(loss, logits, retain_graph=True)[0].detach()
+                        )
+                        torch.autograd.backward(logits, r)
+                loss = None
+                del loss, logits
+            if self.variant in ("lsam", "angle_sam"):
+                self._restore()
+                params = self._params()
+                g_fsam = [p.grad for p in params]
+                for p in params:
+                    p.grad = None
+                for (c, _, rng), rt in zip(pending, r_tilde, strict=True):  # pass 3 at θ
+                    _set_rng_state(rng)
+                    with torch.enable_grad():
+                        _, logits = _unpack(c(), True, self.variant)
+                        torch.autograd.backward(logits, rt)
+                    del logits
+                if self.variant == "angle_sam":
+                    self._combine_angle(params, g_fsam)
+            self.second_step()
+        except BaseException:
+            self._restore()
+            raise
+        finally:
+            self._pass1_norm = None
+
+    @torch.no_grad()
+    def _combine_angle(self, params, g_fsam) -> None:
+        w_logit, w_func = self.angle_weights
+        for p, gf in zip(params, g_fsam, strict=True):
+            g = self.state[p].get("g")
+            if g is None:
+                continue
+            gl = p.grad if p.grad is not None else torch.zeros_like(p)
+            gf = gf if gf is not None else torch.zeros_like(p)
+            p.grad = angle_combine([g], [gl], [gf], w_logit, w_func)[0]
+
+    # -- checkpointing -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:  # type: ignore[override]
+        """The base optimizer's state plus the step counters."""
+        return {
+            "base": self.base_optimizer.state_dict(),
+            "sam_steps": self.sam_steps,
+            "skipped_steps": self.skipped_steps,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:  # type: ignore[override]
+        """Load :meth:`state_dict` output (or a bare base-optimizer state dict)."""
+        if "base" in state_dict:
+            self.base_optimizer.load_state_dict(state_dict["base"])
+            self.sam_steps = int(state_dict.get("sam_steps", 0))
+            self.skipped_steps = int(state_dict.get("skipped_steps", 0))
+        else:
+            self.base_optimizer.load_state_dict(state_dict)
+        self.param_groups = self.base_optimizer.param_groups
+
+
+class SAM(SAMFamily):
+    """Plain SAM around a base optimizer: ``SAM(params, torch.optim.SGD, rho=0.05, lr=0.1)``.
+
+    The same as ``SAMFamily(..., variant="sam")``; kept for its short signature. Besides
+    ``step(closure)``, the two halves can be driven by hand::
+
+        loss_fn(model(x)).backward(); opt.first_step(zero_grad=True)
+        loss_fn(model(x)).backward(); opt.second_step(zero_grad=True)
+    """
+
+    def __init__(self, params: Iterable, base_optimizer_cls: type[torch.optim.Optimizer],
+                 rho: float = 0.05, **kwargs: Any) -> None:  # fmt: skip
+        kwargs.setdefault("variant", "sam")
+        super().__init__(params, base_optimizer_cls, rho, **kwargs)

@@ -1,0 +1,266 @@
+"""sims.spectral_bridge: torch capture, peak/stage alignment, linear attention and Markov."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sims.spectral import sd_variation
+from sims.spectral_bridge import capture_torch_training, peak_times, stage_alignment
+
+torch = pytest.importorskip("torch")
+
+
+def _loop(model, opts, steps, x, y, *, sam=None):
+    """A training loop the capture knows nothing about; returns the weight copies per step."""
+    copies = [{n: p.detach().clone() for n, p in model.named_parameters()}]
+    for _ in range(steps):
+        if sam is not None:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            sam.first_step(zero_grad=True)
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            sam.second_step(zero_grad=True)
+        else:
+            for o in opts:
+                o.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            for o in opts:
+                o.step()
+        copies.append({n: p.detach().clone() for n, p in model.named_parameters()})
+    return copies
+
+
+def _mlp():
+    return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+
+
+def test_capture_records_what_the_loop_did():
+    x, y = torch.randn(32, 6), torch.randn(32, 3)
+    m1, m2 = _mlp(), _mlp()
+    with capture_torch_training(every=2) as cap:
+        c1 = _loop(m1, [torch.optim.AdamW(m1.parameters(), lr=1e-2)], 7, x, y)
+        c2 = _loop(m2, [torch.optim.SGD(m2.parameters(), lr=1e-1)], 4, x, y)
+    assert len(cap.runs) == 2 and cap.runs[0].model is m1 and cap.runs[1].model is m2
+    d1, d2 = cap.to_datasets()
+    assert d1.step.values.tolist() == [0, 2, 4, 6] and d2.step.values.tolist() == [0, 2, 4]
+    for ds, copies in ((d1, c1), (d2, c2)):
+        for i, st in enumerate(ds.step.values[1:], start=1):
+            prev = int(ds.step.values[i - 1])
+            for name in ("0.weight", "2.weight"):
+                got = float(ds.delta_sigma.sel(matrix=name).isel(record=i))
+                assert got == pytest.approx(sd_variation(copies[prev][name], copies[st][name]),
+                                            rel=1e-9)  # fmt: skip
+
+
+def test_capture_counts_sam_once_and_two_optimizers_once():
+    from sims.optim import SAM
+
+    x, y = torch.randn(16, 6), torch.randn(16, 3)
+    m = _mlp()
+    sam = SAM(m.parameters(), torch.optim.SGD, rho=0.05, lr=0.1)
+    with capture_torch_training(every=1) as cap:
+        copies = _loop(m, [], 3, x, y, sam=sam)
+    ds = cap.to_dataset()
+    assert ds.step.values.tolist() == [0, 1, 2, 3]
+    got = float(ds.delta_sigma.sel(matrix="0.weight").isel(record=3))
+    assert got == pytest.approx(sd_variation(copies[2]["0.weight"], copies[3]["0.weight"]))
+    # two optimizers per step (e.g. Muon on matrices + AdamW elsewhere): one step each iteration,
+    # recorded after both have stepped
+    m2 = _mlp()
+    o1 = torch.optim.SGD([m2[0].weight], lr=0.1)
+    o2 = torch.optim.AdamW([p for n, p in m2.named_parameters() if n != "0.weight"], lr=1e-2)
+    with capture_torch_training(every=1) as cap2:
+        copies2 = _loop(m2, [o1, o2], 3, x, y)
+    ds2 = cap2.to_dataset()
+    assert ds2.step.values.tolist() == [0, 1, 2, 3]
+    got = float(ds2.delta_sigma.sel(matrix="2.weight").isel(record=2))
+    assert got == pytest.approx(sd_variation(copies2[1]["2.weight"], copies2[2]["2.weight"]))
+
+
+def test_capture_without_training_says_so():
+    with capture_torch_training(every=1) as cap:
+        _mlp()(torch.randn(2, 6))
+    with pytest.raises(ValueError, match="no training step was captured"):
+        cap.to_dataset()
+    with pytest.raises(ValueError, match="`every`"), capture_torch_training(every=0):
+        pass
+
+
+def test_peak_times_finds_planted_peaks():
+    t = np.arange(0, 1000, 10.0)
+    x = 1e-4 * np.ones_like(t)
+    for c in (200, 500, 800):
+        x *= 1 + 30 * np.exp(-((t - c) / 20) ** 2)
+    x[::7] *= 1.3  # ripple below the prominence threshold
+    found = peak_times(t, x, min_ratio=3)
+    assert found.size == 3 and np.all(np.abs(found - [200, 500, 800]) <= 10)  # ±1 record
+    assert peak_times(t, x, min_ratio=100).tolist() == []
+    with pytest.raises(ValueError, match="min_ratio"):
+        peak_times(t, x, min_ratio=1)
+
+
+def test_stage_alignment_offsets_and_chance():
+    res = stage_alignment([100, 400, np.inf, np.nan], [90, 420, 2000], horizon=3000)
+    assert res["offsets"] == [-10, 20] and res["n_stages"] == 2 and res["n_peaks"] == 3
+    assert res["relative"] == pytest.approx([0.1, 0.05])
+    assert 0.05 < res["chance_relative"] < 5
+    empty = stage_alignment([np.inf], [1, 2])
+    assert empty["n_stages"] == 0 and math.isnan(empty["chance_relative"])
+
+
+def test_la_spectra_match_the_merged_matrices():
+    pytest.importorskip("jax")
+    import jax
+
+    from sims.linear_attention import (
+        empirical_moments,
+        init_params,
+        make_covariance,
+        sample_dataset,
+        train,
+    )
+    from sims.spectral_bridge import la_spectra
+
+    cov = make_covariance("linear", 3, seed=0)
+    data = sample_dataset(2000, 15, cov, seed=0)
+    mom = empirical_moments(data, scale=15.0)
+    p0 = init_params(jax.random.PRNGKey(0), 3, 2, init_scale=0.1)
+    res = train(p0, mom, 60, learning_rate=0.05, record_every=20)
+    sp = la_spectra(res.ds, 0)
+    assert list(sp.matrix.values) == ["merged", "key", "query"]
+    ds = res.ds
+    v, k, q = ds.v.values[0], ds.k.values[0], ds.q.values[0]
+    merged = np.einsum("sh,shri,shrj->sij", v, k, q)
+    assert float(sp.delta_sigma.sel(matrix="merged").isel(record=2)) == pytest.approx(
+        sd_variation(merged[1], merged[2]), rel=1e-9
+    )
+
+
+def test_markov_study_captures_every_run():
+    from sims.markov.experiments import minimal_exp
+    from sims.spectral_bridge import markov_study
+
+    summary, runs = markov_study(minimal_exp("quick"), every=2)
+    assert list(summary.run.values) == ["adamw", "sam_0.05", "upsample_hard", "upsample_random"]
+    for _name, (train_ds, sp) in runs.items():
+        assert sp.step.values.tolist() == [0, 2, 4, 6]
+        assert {"A[0]", "V[0]"} <= set(sp.matrix.values)
+        assert str(sp.state_reason.sel(matrix="V[0]").isel(record=0).values).startswith("zero")
+        assert train_ds.attrs["status"] == "success"
+
+
+def test_alignment_table_on_a_planted_dataset():
+    import xarray as xr
+
+    from sims.spectral_bridge import alignment_table
+
+    steps = np.arange(0, 3000, 10)
+    base = 1e-4 * np.ones(steps.size)
+    bumps = base * (1 + 50 * np.exp(-((steps - 1000) / 30) ** 2)
+                    + 50 * np.exp(-((steps - 2000) / 30) ** 2))  # fmt: skip
+    ds = xr.Dataset(
+        {"delta_sigma": (("arm", "run", "record", "matrix"),
+                         np.stack([bumps, base])[None, None].transpose(0, 1, 3, 2)),
+         "drop_time": (("arm", "run", "feature"), np.array([[[1010.0, 1990.0, np.nan]]]))},
+        coords={"arm": ["gd"], "run": [0], "record": np.arange(steps.size),
+                "step": ("record", steps), "matrix": ["key", "merged"]},
+    )  # fmt: skip
+    key = alignment_table(ds, "key")["gd"][0]
+    assert key["n_peaks"] == 2  # peaks at 1000 and 2000 (± one record from the 3-point median)
+    assert np.all(np.abs(np.array(key["offsets"]) - [-10, 10]) <= 10)
+    flat = alignment_table(ds, "merged")["gd"][0]
+    assert flat["n_peaks"] == 0 and flat["offsets"] == []
+
+
+def test_lm_spectra_start_from_train_lms_init_and_track_its_weights():
+    from sims.lm import train_lm
+    from sims.spectral import singular_values
+    from sims.spectral_bridge import lm_sosd_config, train_lm_with_spectra
+
+    cfg = lm_sosd_config("constant", scale="quick").replace(steps=20)
+    # the step-0 record is GPT(config.model) under torch.manual_seed(seed): a zero-lr run keeps it
+    frozen = train_lm(cfg.replace(lr=0.0)).model
+    run, sp = train_lm_with_spectra(cfg, every=5)
+    assert sp.step.values.tolist() == [0, 5, 10, 15, 20]
+    assert "lm_head.weight" not in sp.matrix.values  # tied embedding excluded
+    for name in ("blocks.0.attn.qkv.weight", "blocks.1.mlp.fc.weight"):
+        w0 = dict(frozen.named_parameters())[name]
+        wT = dict(run.model.named_parameters())[name]
+        r = int(sp["rank"].sel(matrix=name))
+        np.testing.assert_allclose(sp.sigma.sel(matrix=name).isel(record=0).values[:r],
+                                   singular_values(w0), rtol=1e-6)  # fmt: skip
+        np.testing.assert_allclose(sp.sigma.sel(matrix=name).isel(record=-1).values[:r],
+                                   singular_values(wT), rtol=1e-6)  # fmt: skip
+        assert float(sp.weight_cos_final.sel(matrix=name).isel(record=-1)) == pytest.approx(1.0)
+    assert set(sp.group.values) == {"attn", "mlp"}
+    ok = sp.a4_ratio.values[np.isfinite(sp.a4_ratio.values)]
+    assert ok.size > 0 and np.all(ok <= 1)
+
+
+def test_lm_summary_and_configs():
+    from sims.spectral_bridge import (
+        LM_EXPERIMENTS,
+        lm_decay_start,
+        lm_sosd_config,
+        lm_sosd_summary,
+        train_lm_with_spectra,
+    )
+
+    assert lm_decay_start(lm_sosd_config("step")) == 1000.0
+    assert lm_decay_start(lm_sosd_config("wsd")) == 2000 - 568
+    assert lm_decay_start(lm_sosd_config("constant")) is None
+    assert lm_sosd_config("wsd_muon").optimizer == "muon"
+    assert lm_sosd_config("cosine_wd").weight_decay == 0.1
+    assert lm_sosd_config("cosine", scale="gpu").model.d_model == 384
+    assert set(LM_EXPERIMENTS) == {"constant", "step", "wsd", "cosine", "cosine_wd", "wsd_muon"}
+    with pytest.raises(ValueError, match="unknown experiment"):
+        lm_sosd_config("adam")
+    with pytest.raises(ValueError, match="`scale`"):
+        lm_sosd_config("wsd", scale="tpu")
+    cfg = lm_sosd_config("step", scale="quick")
+    run, sp = train_lm_with_spectra(cfg, every=5)
+    s = lm_sosd_summary(run, sp, decay_start=lm_decay_start(cfg))
+    assert s["a4_ratio_violations"] == 0 and s["a4_records_checked"] > 0
+    assert s["decay_ratio"] < 1  # ΔΣ drops when the learning rate drops ×0.1
+    assert s["status"] == "success" and np.isfinite(s["val_loss_final"])
+
+
+@pytest.mark.slow
+def test_hf_callback_records_lora_updates_in_a_real_trainer(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    from sims.spectral import hf_spectral_callback, singular_values
+    from sims.spectral_bridge import lora_matrices
+
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=1, num_attention_heads=2,
+                                   num_key_value_heads=2, max_position_embeddings=32)  # fmt: skip
+    torch.manual_seed(0)
+    model = peft.get_peft_model(
+        transformers.LlamaForCausalLM(cfg),
+        peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]),
+    )
+    ids = torch.randint(0, 64, (16, 12))
+    data = [{"input_ids": x, "labels": x} for x in ids]
+    cb = hf_spectral_callback(every=2, matrices=lora_matrices)
+    args = transformers.TrainingArguments(str(tmp_path), per_device_train_batch_size=4,
+                                          max_steps=4, learning_rate=1e-2, report_to=[],
+                                          save_strategy="no", logging_strategy="no",
+                                          use_cpu=True, disable_tqdm=True)  # fmt: skip
+    transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[cb]).train()
+    ds = cb.recorder.to_dataset()
+    assert ds.step.values.tolist() == [0, 2, 4]
+    names = list(ds.matrix.values)
+    assert len(names) == 6 and sum(n.endswith(".delta") for n in names) == 2
+    delta = next(n for n in names if n.endswith(".delta"))
+    b = delta.replace(".delta", ".B")
+    assert str(ds.state_reason.sel(matrix=b).isel(record=0).values).startswith("zero")
+    final = lora_matrices(model)[delta].detach()
+    r = int(ds["rank"].sel(matrix=delta))
+    np.testing.assert_allclose(ds.sigma.sel(matrix=delta).isel(record=-1).values[:r],
+                               singular_values(final), rtol=1e-6, atol=1e-12)  # fmt: skip
+    assert np.count_nonzero(singular_values(final) > 1e-9 * singular_values(final)[0]) <= 4
+    assert np.isfinite(float(ds.delta_sigma.sel(matrix=delta).isel(record=2)))
