@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("corpus / confirm")
     g.add_argument("--out", default=None,
                    help="corpus: output folder; confirm: results folder "
-                        "(default results/llm/confirm_<scale>)")  # fmt: skip
+                        "(when not given: results/llm/confirm_<scale>)")  # fmt: skip
     g.add_argument("--n-train", type=int, default=20000, help="corpus: training problems")
     g.add_argument("--n-test", type=int, default=500, help="corpus: problems per benchmark")
     g.add_argument("--n-pretrain", type=int, default=0, help="corpus: pre-training problems")

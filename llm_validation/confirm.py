@@ -64,6 +64,8 @@ class Variant:
         proxy: ``small`` (the proxy model) or ``target`` (proxy = target, Fig. 4a).
         optimizer: ``adamw``, ``muon``, ``fsam``...
         needs: a module that must import for the variant to run (``None``: always).
+        oracle_clean: an oracle beyond the paper: do not upsample the corrupted examples
+            (whose answers are wrong, an irreducible loss) of the selected set.
     """
 
     setting: str = "ft"
@@ -72,6 +74,7 @@ class Variant:
     proxy: str = "small"
     optimizer: str = "adamw"
     needs: str | None = None
+    oracle_clean: bool = False
 
 
 #: The conditions of the experiment (the paper's table/figure in the comment).
@@ -87,6 +90,7 @@ VARIANTS: dict[str, Variant] = {
     "ft_muon": Variant("ft", optimizer="muon", needs="sims.optim.factory"),  # Fig. 3 right
     "ft_up_muon": Variant("ft_up", optimizer="muon", needs="sims.optim.factory"),
     "ft_fsam": Variant("ft", optimizer="fsam", needs="sims.optim.hf"),  # SAM vs upsampling
+    "ft_up_clean": Variant("ft_up", oracle_clean=True),  # beyond the paper: noise-free oracle
 }
 
 
@@ -599,6 +603,8 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
                 )
                 sel = select_examples(trajs[(s, v.proxy)], scfg)
                 counts = usage_counts(sel, v.setting, scfg.upsample_factor)
+                if v.oracle_clean:
+                    counts[corrupted[train_idx]] = 1
                 sel_info[(s, vname)] = sel
             fcfg = dataclasses.replace(
                 cfg.finetune, model=models["target"], seed=s, optimizer=v.optimizer
@@ -867,6 +873,11 @@ def report(ds) -> str:
     )
     out += _table(
         ds,
+        {"ft": "FT", "ft_up": "FT+UP", "ft_up_clean": "FT+UP (no corrupted)"},
+        "Beyond the paper: upsampling without the corrupted (noisy) hard examples",
+    )
+    out += _table(
+        ds,
         {
             "ft": "AdamW",
             "ft_up": "AdamW+UP",
@@ -891,6 +902,7 @@ def report(ds) -> str:
             ("ft_up_muon", "ft_muon"),
             ("ft_fsam", "ft"),
             ("ft_up", "ft_fsam"),
+            ("ft_up_clean", "ft_up"),
         ],
     )
     if "train_seconds" in ds:

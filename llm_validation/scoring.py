@@ -28,6 +28,10 @@ the main paper uses (Section 6, "Consistent with Yue et al. (2023)"):
   the choice (A); we look for a letter in parentheses first, then for a capital letter standing
   alone, and never upper-case.
 
+Not reproduced: MAmmoTH executes completions that contain ``print(`` (program-of-thought) and
+scores the printed value; we never execute model-generated code, so such a completion is scored
+on its text (usually no answer). The evaluation prompt asks for no program, so this is rare.
+
 Correctness:
 
 * numeric datasets: the exact value of the prediction equals the gold's (``"18.00"``,

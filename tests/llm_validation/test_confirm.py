@@ -77,8 +77,9 @@ def test_micro_run_end_to_end(tmp_path):
 
 
 def test_every_variant_is_described():
-    assert {"ft", "ft_up", "random", "easy", "ft_up_last", "ft_up_k10", "ft_up_k15",
-            "ft_up_self", "ft_muon", "ft_up_muon", "ft_fsam"} == set(VARIANTS)  # fmt: skip
+    names = {"ft", "ft_up", "random", "easy", "ft_up_last", "ft_up_k10", "ft_up_k15",
+             "ft_up_self", "ft_muon", "ft_up_muon", "ft_fsam", "ft_up_clean"}  # fmt: skip
+    assert names == set(VARIANTS)
     assert VARIANTS["ft_up_last"].features == "last" and VARIANTS["ft_up_k15"].k == 15
 
 

@@ -109,3 +109,22 @@ def test_optimizer_without_sims_optim(tiny_model_dir, examples, tmp_path, monkey
     with pytest.raises(ValueError, match="optimizer 'muon' needs `sims.optim`"):
         finetune(examples[:16], None, _cfg(tiny_model_dir, optimizer="muon"), tmp_path / "m",
                  progress=False)  # fmt: skip
+
+
+@pytest.mark.parametrize(("optimizer", "kwargs"), [("muon", {}), ("fsam", {"rho": 0.05})])
+def test_muon_and_fsam_through_sims_optim(tiny_model_dir, examples, tmp_path, optimizer, kwargs):
+    """Muon and Functional-SAM come from sims.optim (FSAM through SAMFamilyTrainer)."""
+    pytest.importorskip("sims.optim.factory")
+    from llm_validation.training import trainer_class
+    from sims.optim.hf import SAMFamilyTrainer
+
+    assert (trainer_class(optimizer) is SAMFamilyTrainer) == (optimizer == "fsam")
+    cfg = _cfg(tiny_model_dir, optimizer=optimizer, optimizer_kwargs=kwargs)
+    res = finetune(examples[:32], None, cfg, tmp_path / optimizer, max_length=64, progress=False)
+    ref = finetune(examples[:32], None, _cfg(tiny_model_dir), tmp_path / "adamw", max_length=64,
+                   progress=False)  # fmt: skip
+    assert res.steps == ref.steps == 4
+    w, w0 = _adapter(res.final), _adapter(ref.final)
+    assert all(torch.isfinite(v).all() for v in w.values())
+    # a different optimizer moves the adapters elsewhere than AdamW from the same start
+    assert any(not torch.allclose(w[k], w0[k], atol=1e-6) for k in w)
