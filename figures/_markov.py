@@ -48,6 +48,7 @@ def make_scaled(
 ) -> list[Path]:
     """Compute ``spec``'s result at the chosen scale if needed (with provenance) and render it."""
     from sims.markov import experiments as X
+
     scale = X.scale_from_env(quick)
     rel = spec.result_file
     if scale != "cpu":

@@ -32,6 +32,7 @@ FIGURE = FigureSpec(
 def compute(scale: str):
     """Integrate the Fig. 10 flow."""
     from sims.markov.experiments import flow_config
+
     res = solve_flow(flow_config(scale))
     ds = res.ds
     ds.attrs.update(success=int(res.success), message=res.message)
@@ -81,6 +82,7 @@ def plot(ds, path: Path) -> Path:
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Compute (if needed) and render Figure 10."""
     from sims.markov.experiments import flow_config, run_or_load, scale_from_env
+
     scale = scale_from_env(quick)
     name = FIGURE.result_file if scale != "quick" else "markov/quick/fig10_ode.nc"
     ds = run_or_load(

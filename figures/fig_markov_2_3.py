@@ -31,6 +31,7 @@ FIGURE = FigureSpec(
 def compute(scale: str):
     """Train the c-restricted models, then the unrestricted one with KL to them."""
     from sims.markov import experiments as X
+
     return X.train_with_references(X.full_exp(scale))
 
 

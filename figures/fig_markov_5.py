@@ -47,6 +47,7 @@ def run_size(job: tuple[str, int, int]):
     """One (scale, size, seed) run: curves plus stage counts at the end and at the best step."""
     from sims.markov import experiments as X
     from sims.markov.train import detect_stages, train
+
     scale, n, seed = job
     if scale == "paper":
         exp = X.reseed(X.full_exp(scale, n_train=n, batch_size=min(n, 3000)), seed)
@@ -106,8 +107,12 @@ def plot(ds, out: Path, scale: str) -> list[Path]:
     s0 = ds.seed.values[0]
     for col, n in zip(colors, ds["size"].values, strict=True):
         r = ds.sel(size=n, seed=s0)
-        axes[0].plot(r.step, r.excess_loss, color=col,
-                     label=f"n={n} ({int(r.n_stages)} stages, {int(r.n_stages_at_best)} at best)")
+        axes[0].plot(
+            r.step,
+            r.excess_loss,
+            color=col,
+            label=f"n={n} ({int(r.n_stages)} stages, {int(r.n_stages_at_best)} at best)",
+        )
         axes[0].axvline(int(r.best_step), color=col, ls="--", lw=0.7)
         for j, ls in zip(range(r.sizes["reference"]), ["-", "--", ":"], strict=False):
             axes[1].plot(r.step, r.kl_context[:, j], color=col, ls=ls)

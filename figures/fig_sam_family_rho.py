@@ -1,7 +1,8 @@
 """Seed 003 Fig. 3 analog: final loss vs the SAM radius ρ, relative to the best PFSAM run.
 
-SAM, FSAM and PFSAM (post-normalized, ‖e‖ = ρ) over ρ ∈ {0.01, 0.03, 0.1, 0.3}, seed 0, on the
-Table 1 model and data; ρ = 0 is AdamW. Reads ``results/sam_family/rho_sweep.nc``.
+SAM and PFSAM as in the paper's figure (PFSAM post-normalized: ‖e‖ = ρ) over
+ρ ∈ {0.01, 0.03, 0.1, 0.3}, seed 0, on the Table 1 model and data; ρ = 0 is AdamW. Reads
+``results/sam_family/rho_sweep.nc``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ FIGURE = FigureSpec(
 )
 
 RHOS = (0.01, 0.03, 0.1, 0.3)
-METHODS = ("sam", "fsam", "pfsam")
+METHODS = ("sam", "pfsam")
 
 
 def compute(results_dir, *, quick: bool = False, recompute: bool = False):

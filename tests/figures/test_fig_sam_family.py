@@ -48,5 +48,7 @@ def test_quick_figures_compute_render_and_reuse(tmp_path, capsys):
     v0 = t1.val_loss.isel(eval_step=0)
     assert np.all(v0 == v0.isel(optimizer=0))
     tau = read_netcdf(res / "sam_family" / "quick" / "tau.nc")
-    total = tau.tau_logit + tau.tau_func + tau.tau_cross
-    np.testing.assert_allclose(total.values, 1.0, atol=1e-9)
+    total = (tau.tau_logit + tau.tau_func + tau.tau_cross).values
+    measured = np.isfinite(total)  # the extension optimizers run on the first seed only
+    assert measured.sum() == 3 * 3  # (adamw, seeds 0 and 1) + (sam, seed 0), 3 steps each
+    np.testing.assert_allclose(total[measured], 1.0, atol=1e-9)
