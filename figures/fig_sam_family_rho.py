@@ -47,10 +47,11 @@ def plot(ds, out: Path, *, quick: bool = False) -> list[Path]:
     """Loss minus the best PFSAM loss vs ρ (log axis); AdamW as the ρ = 0 line."""
     best = float(ds.final_val_loss.sel(optimizer="pfsam").min())
     fig, ax = plt.subplots(figsize=(6, 4.2), constrained_layout=True)
-    marks = {"sam": "rs-", "fsam": "bd-", "pfsam": "o-"}
+    style = {"sam": ("s-", "C3"), "fsam": ("d-", "C0"), "pfsam": ("o-", "C1")}
     for m in ds.optimizer.values:
-        ax.plot(ds.rho, ds.final_val_loss.sel(optimizer=m) - best, marks.get(str(m), "o-"),
-                color="C1" if m == "pfsam" else None, label=str(m).upper())  # fmt: skip
+        fmt, color = style.get(str(m), ("o-", None))
+        ax.plot(ds.rho, ds.final_val_loss.sel(optimizer=m) - best, fmt, color=color,
+                label=str(m).upper())  # fmt: skip
     ax.axhline(float(ds.adamw_val_loss) - best, color="k", ls="--", label="AdamW (ρ = 0)")
     ax.axhline(0, color="gray", lw=0.6)
     ax.set(xscale="log", xlabel="ρ (‖e‖ = ρ)", ylabel="val loss − best PFSAM (nats)",

@@ -43,7 +43,7 @@ def compute(results_dir, *, quick: bool = False, recompute: bool = False):
         # AdamW (the paper's setting) over every seed; the extension methods on the first seed
         base = E.tau_along_training(study, methods=methods[:1], store=store)
         ext = E.tau_along_training(study, methods=methods[1:], seeds=study.seeds[:1], store=store)
-        ds = xr.merge([base, ext], join="outer", combine_attrs="override")
+        ds = xr.merge([base, ext], join="outer", compat="no_conflicts", combine_attrs="override")
         return ds.sel(optimizer=list(methods))
 
     return E.run_or_load(
