@@ -1,7 +1,9 @@
-"""Shared ``make`` of the seed-004 figure modules: pick the scale, run or load, render.
+"""Shared ``make`` of the seed-004 figure modules: pick the scale, run or load, render, save.
 
 The scale is ``"quick"`` when asked, else ``$MARKOV_SCALE`` (default ``"cpu"``); results of the
-non-default scales live under ``results/markov/<scale>/`` so they never overwrite each other.
+non-default scales live under ``results/markov/<scale>/`` and their images get a ``_<scale>``
+suffix (``markov_fig1_quick.png``), so a quick or paper-scale run never overwrites the CPU-scale
+files. An unknown ``$MARKOV_SCALE`` is a one-line error with exit status 2.
 
 A ``compute`` that takes a ``store`` argument (the multi-run sweeps) gets a
 :class:`sims.parallel.JobStore` next to its result file (``<result>.parts/``): finished runs are
@@ -12,19 +14,47 @@ file is written, and cleared first by ``--recompute``.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from figures import FigureSpec
+from figures import FigureSpec, save_figure
 from sims.parallel import JobStore
+
+
+def image_name(name: str, scale: str) -> str:
+    """``name.png`` at the CPU scale, ``name_<scale>.png`` otherwise."""
+    return f"{name}.png" if scale == "cpu" else f"{name}_{scale}.png"
+
+
+def result_path(spec: FigureSpec, results_dir, scale: str) -> Path:
+    """``results_dir / spec.result_file``, under ``markov/<scale>/`` for non-CPU scales."""
+    rel = spec.result_file
+    if scale != "cpu":
+        rel = rel.replace("markov/", f"markov/{scale}/")
+    return Path(results_dir) / rel
+
+
+def scale_or_exit(quick: bool) -> str:
+    """:func:`sims.markov.experiments.scale_from_env`, or exit 2 with one line on a bad value."""
+    from sims.markov import experiments as X
+
+    try:
+        return X.scale_from_env(quick)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def scaled_make(
     spec: FigureSpec,
     compute: Callable[[str], object],
-    plot: Callable[[object, Path, str], list[Path]],
+    plot: Callable[[object, str], Mapping[str, object]],
 ) -> Callable[..., list[Path]]:
-    """The registry's ``make(out_dir, *, results_dir, quick, recompute)`` for a Markov figure."""
+    """The registry's ``make(out_dir, *, results_dir, quick, recompute)`` for a Markov figure.
+
+    ``plot(ds, scale)`` returns ``{image name: matplotlib figure}``.
+    """
 
     def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
         """Compute the result if needed (scale from ``quick`` / ``$MARKOV_SCALE``) and render."""
@@ -39,7 +69,7 @@ def scaled_make(
 def make_scaled(
     spec: FigureSpec,
     compute: Callable[[str], object],
-    plot: Callable[[object, Path, str], list[Path]],
+    plot: Callable[[object, str], Mapping[str, object]],
     out_dir,
     *,
     results_dir,
@@ -48,11 +78,9 @@ def make_scaled(
 ) -> list[Path]:
     """Compute ``spec``'s result at the chosen scale if needed (with provenance) and render it."""
     from sims.markov import experiments as X
-    scale = X.scale_from_env(quick)
-    rel = spec.result_file
-    if scale != "cpu":
-        rel = rel.replace("markov/", f"markov/{scale}/")
-    path = Path(results_dir) / rel
+
+    scale = scale_or_exit(quick)
+    path = result_path(spec, results_dir, scale)
     kw = {}
     if "store" in inspect.signature(compute).parameters:
         kw["store"] = JobStore(path.with_suffix(".parts"))
@@ -67,4 +95,6 @@ def make_scaled(
     )
     if "store" in kw:
         kw["store"].clear()
-    return plot(ds, Path(out_dir), scale)
+    figs = plot(ds, scale)
+    return [save_figure(fig, Path(out_dir) / image_name(name, scale), dpi=110)
+            for name, fig in figs.items()]  # fmt: skip

@@ -7,8 +7,6 @@ on I(1) (competitive) to one head per group (cooperative). Scales: see sims.mark
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -32,12 +30,12 @@ def compute(scale: str):
     from sims.markov import experiments as X
     from sims.markov.train import train
 
-    return train(X.minimal_exp(scale)).ds
+    return train(X.minimal_exp(scale), device=X.device_from_env()).ds
 
 
-def plot(ds, out: Path, scale: str) -> list[Path]:
-    """One figure (maps, KL, losses, group masses)."""
-    return [training_figure(ds, out / "markov_fig1.png", f"Fig. 1 minimal model ({scale})")]
+def plot(ds, scale: str) -> dict:
+    """One figure (maps, KL with floors, losses, group masses)."""
+    return {"markov_fig1": training_figure(ds, f"Fig. 1 minimal model ({scale} scale)")}
 
 
 make = scaled_make(FIGURE, compute, plot)

@@ -7,8 +7,6 @@ which the unrestricted model approaches in that order.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -31,16 +29,13 @@ FIGURE = FigureSpec(
 def compute(scale: str):
     """Train the c-restricted models, then the unrestricted one with KL to them."""
     from sims.markov import experiments as X
-    return X.train_with_references(X.full_exp(scale))
+    return X.train_with_references(X.full_exp(scale), device=X.device_from_env())
 
 
-def plot(ds, out: Path, scale: str) -> list[Path]:
+def plot(ds, scale: str) -> dict:
     """One figure with the reference-KL panel."""
-    return [
-        training_figure(
-            ds, out / "markov_fig2_3.png", f"Figs. 2-3 full model ({scale})", reference=True
-        )
-    ]
+    fig = training_figure(ds, f"Figs. 2-3 full model ({scale} scale)", reference=True)
+    return {"markov_fig2_3": fig}
 
 
 make = scaled_make(FIGURE, compute, plot)

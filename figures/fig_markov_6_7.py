@@ -5,8 +5,6 @@ Fresh sequences every step; the same incremental behaviour as with the finite da
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -30,12 +28,12 @@ def compute(scale: str):
     from sims.markov import experiments as X
     from sims.markov.train import train
 
-    return train(X.minimal_exp(scale, online=True)).ds
+    return train(X.minimal_exp(scale, online=True), device=X.device_from_env()).ds
 
 
-def plot(ds, out: Path, scale: str) -> list[Path]:
-    """One figure (maps, KL, losses, group masses)."""
-    return [training_figure(ds, out / "markov_fig6_7.png", f"Figs. 6-7 online ({scale})")]
+def plot(ds, scale: str) -> dict:
+    """One figure (maps, KL with floors, losses, group masses)."""
+    return {"markov_fig6_7": training_figure(ds, f"Figs. 6-7 online ({scale} scale)")}
 
 
 make = scaled_make(FIGURE, compute, plot)

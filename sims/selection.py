@@ -27,6 +27,11 @@ Public API (stable):
   (default: as many as hard) examples drawn at random from the easy (non-hard) ones.
 * :func:`select_hard_random_easy` ``(hard_mask, *, seed=0)`` -> dict ``{"hard", "random",
   "easy"}`` of equal-count masks for the compute-matched ablation.
+* :func:`cluster_by_source` ``(losses, sources, n_clusters=2, *, seed=0, features="trajectory",
+  small_sources="below_mean", min_source_size=0)`` -> :class:`SourceSelection`: the k-means of
+  :func:`cluster_trajectories` run separately inside each data source (MathInstruct's 13
+  sub-datasets), with the authors' small-sources rule (a source smaller than the mean source
+  size, or than ``min_source_size``, is upsampled whole).
 
 Examples:
     >>> import numpy as np
@@ -57,6 +62,9 @@ __all__ = [
     "select_random",
     "select_easy",
     "select_hard_random_easy",
+    "SMALL_SOURCE_RULES",
+    "SourceSelection",
+    "cluster_by_source",
 ]
 
 #: Feature maps accepted by :func:`cluster_trajectories`.
@@ -440,3 +448,149 @@ def select_hard_random_easy(hard_mask, *, seed: int = 0) -> dict[str, np.ndarray
         "random": select_random(mask.shape[0], count, seed=seed),
         "easy": select_easy(mask, min(count, int((~mask).sum())), seed=seed + 1),
     }
+
+
+#: Small-source rules of :func:`cluster_by_source`.
+SMALL_SOURCE_RULES = ("below_mean", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceSelection:
+    """Outcome of :func:`cluster_by_source`.
+
+    Attributes:
+        hard_mask: ``(n_examples,)`` boolean, the examples to upsample (hard clusters of the
+            clustered sources plus every example of the small sources).
+        labels: ``(n_examples,)`` int, the cluster of each example inside its source (``0`` =
+            lowest mean loss, ``n_clusters - 1`` = hard); ``-1`` for examples of sources that were
+            not clustered (small or degenerate).
+        sources: the distinct source names, in order of first appearance.
+        per_source: for each source a dict with ``size``, ``rule`` (``"clustered"``, ``"small"``
+            or ``"degenerate"``: fewer distinct feature rows than clusters, nothing selected),
+            ``n_hard``, ``hard_fraction``, and for clustered sources ``cluster_means``,
+            ``cluster_sizes`` and ``centers`` (k-means centres in feature space, hard last).
+        features: the feature map used.
+        n_clusters: k of the per-source k-means.
+    """
+
+    hard_mask: np.ndarray
+    labels: np.ndarray
+    sources: tuple[str, ...]
+    per_source: dict[str, dict]
+    features: str
+    n_clusters: int
+
+    @property
+    def hard_fraction(self) -> float:
+        """Fraction of all examples selected."""
+        return float(self.hard_mask.mean()) if self.hard_mask.size else 0.0
+
+
+def cluster_by_source(
+    losses,
+    sources,
+    n_clusters: int = 2,
+    *,
+    seed: int = 0,
+    features: Literal["trajectory", "last", "relative"] = "trajectory",
+    small_sources: Literal["below_mean", "none"] = "below_mean",
+    min_source_size: int = 0,
+    **kmeans_kwargs,
+) -> SourceSelection:
+    """Per-source k-means on loss trajectories; the hard cluster of each source is selected.
+
+    The selection of the main paper (Section 5) as the authors run it on MathInstruct
+    (``chrisVat/sam``, ``schedules/s2l_upsample.py``): the data come from heterogeneous sources
+    whose losses differ in level, so the two clusters are found *inside* each source (by
+    :func:`cluster_trajectories`, same features and relabelling), and the higher-mean cluster of
+    every source is hard. Sources too small to cluster are upsampled whole:
+
+    * ``small_sources="below_mean"`` (the authors' rule): a source with fewer examples than the
+      mean source size is selected whole;
+    * ``min_source_size`` (the authors' relative variant uses 78): a source with fewer examples
+      is selected whole, whatever the rule;
+    * ``small_sources="none"`` and ``min_source_size=0``: every source is clustered.
+
+    A clustered source whose features have fewer distinct rows than ``n_clusters`` (e.g. all
+    losses equal) cannot be split: it is marked ``"degenerate"`` and nothing of it is selected.
+
+    Args:
+        losses: ``(n_examples, n_checkpoints)`` per-example losses.
+        sources: ``(n_examples,)`` source name (or any hashable label) of each example.
+        n_clusters: k of each source's k-means (2 in the paper).
+        seed: k-means seed (the same for every source).
+        features: ``"trajectory"``, ``"last"`` or ``"relative"`` (see
+            :func:`trajectory_features`).
+        small_sources: ``"below_mean"`` or ``"none"``.
+        min_source_size: sources with fewer examples are selected whole (>= 0).
+        **kmeans_kwargs: passed to :func:`cluster_trajectories` (``n_init``, ``backend``, ...).
+
+    Returns:
+        A :class:`SourceSelection`.
+
+    Raises:
+        ValueError: on mismatched shapes or an unknown rule.
+
+    Examples:
+        >>> import numpy as np
+        >>> losses = np.array([[1.0, .1], [1.0, .2], [1.0, .9], [1.0, .8], [2.0, 2.0]])
+        >>> sel = cluster_by_source(losses, ["a", "a", "a", "a", "b"], small_sources="below_mean")
+        >>> sel.hard_mask.tolist(), sel.per_source["b"]["rule"]
+        ([False, False, True, True, True], 'small')
+    """
+    arr = _as_losses(losses)
+    src = np.asarray(sources)
+    if src.shape != (arr.shape[0],):
+        raise ValueError(
+            f"`sources` must have shape ({arr.shape[0]},) to match `losses`; got {src.shape}."
+        )
+    if small_sources not in SMALL_SOURCE_RULES:
+        raise ValueError(
+            f"`small_sources` must be one of {SMALL_SOURCE_RULES}; got {small_sources!r}."
+        )
+    if isinstance(min_source_size, bool) or not isinstance(min_source_size, (int, np.integer)):
+        raise TypeError(f"`min_source_size` must be an int; got {min_source_size!r}.")
+    if min_source_size < 0:
+        raise ValueError(f"`min_source_size` must be >= 0; got {min_source_size}.")
+    names, first, inverse = np.unique(src, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # sources in order of first appearance
+    sizes = np.bincount(inverse, minlength=len(names))
+    mean_size = float(sizes.mean())
+    hard = np.zeros(arr.shape[0], dtype=bool)
+    labels = np.full(arr.shape[0], -1, dtype=int)
+    per_source: dict[str, dict] = {}
+    for j in order:
+        idx = np.flatnonzero(inverse == j)
+        size = int(idx.size)
+        info: dict = {"size": size}
+        small = size < min_source_size or (small_sources == "below_mean" and size < mean_size)
+        if small:
+            hard[idx] = True
+            info.update(rule="small", n_hard=size)
+        else:
+            feats = trajectory_features(arr[idx], features)
+            if np.unique(feats, axis=0).shape[0] < n_clusters:
+                info.update(rule="degenerate", n_hard=0)
+            else:
+                res = cluster_trajectories(
+                    arr[idx], n_clusters, seed=seed, features=features, **kmeans_kwargs
+                )
+                hard[idx] = res.hard_mask
+                labels[idx] = res.labels
+                info.update(
+                    rule="clustered",
+                    n_hard=int(res.hard_mask.sum()),
+                    cluster_means=res.cluster_means.tolist(),
+                    cluster_sizes=res.cluster_sizes.tolist(),
+                    centers=res.centers.tolist(),
+                )
+        info["hard_fraction"] = info["n_hard"] / size
+        per_source[str(names[j])] = info
+    return SourceSelection(
+        hard_mask=hard,
+        labels=labels,
+        sources=tuple(str(names[j]) for j in order),
+        per_source=per_source,
+        features=features,
+        n_clusters=int(n_clusters),
+    )

@@ -64,6 +64,7 @@ __all__ = [
     "detect_onset",
     "loss_knee",
     "SpectralRecorder",
+    "hf_spectral_callback",
     "record_trajectory",
     "DEFAULT_EXCLUDE",
 ]
@@ -741,6 +742,7 @@ class SpectralRecorder:
                 f"{self._steps[-1]}."
             )
         src = self._params if values is None else values
+        self._latest = src  # the source of the last record (the final state for the cosines)
         missing = sorted({p for p, _ in self._source.values() if p not in src})
         if missing:
             raise ValueError(f"`values` misses parameters {missing[:5]}.")
@@ -932,7 +934,7 @@ class SpectralRecorder:
         if self._snap:
             final = self._snap.get(self._steps[-1])
             if final is None:
-                final = {n: _to_cpu_copy(self._resolve(self._params, n)) for n in names}
+                final = {n: _to_cpu_copy(self._resolve(self._latest, n)) for n in names}
             for i, st in enumerate(self._steps):
                 snap = self._snap.get(st)
                 if snap is None:
@@ -985,6 +987,66 @@ class SpectralRecorder:
             },
         )
         return ds
+
+
+def hf_spectral_callback(
+    *, every: int = 10, include: str | Callable[[str], bool] | None = None,
+    exclude: str | Callable[[str], bool] | None = DEFAULT_EXCLUDE,
+    matrices: Callable[[Any], Mapping[str, Any]] | None = None, dtype: str = "float64",
+    snapshot_every: int | None = None,
+):  # fmt: skip
+    """A ``transformers.TrainerCallback`` that builds its recorder from the trained model.
+
+    For trainers that create or wrap the model themselves (LoRA adapters added inside a
+    fine-tuning function): at ``on_train_begin`` a :class:`SpectralRecorder` is built on the
+    ``model`` the Trainer passes to callbacks (or on ``matrices(model)``, a mapping of derived
+    matrices such as LoRA updates ``B·A``) and records the initial state; then every ``every``
+    optimizer steps at ``on_step_end``. The recorder is the callback's ``recorder`` attribute.
+    Needs the ``llm`` extra.
+
+    Args:
+        every: record every this many optimizer steps.
+        include: parameter-name filter.
+        exclude: names to drop.
+        matrices: optional ``model -> {name: 2-D tensor}`` evaluated at every record.
+        dtype: SVD precision.
+        snapshot_every: weight snapshots for the cosine to the final state.
+    """
+    from .extras import require
+
+    require("llm", "transformers", what="hf_spectral_callback")
+    from transformers import TrainerCallback
+
+    kwargs = dict(every=every, include=include, exclude=exclude, dtype=dtype,
+                  snapshot_every=snapshot_every)  # fmt: skip
+
+    class SpectralTrainerCallback(TrainerCallback):
+        """Record singular spectra during ``Trainer.train`` (seed 002 SoSD metrics)."""
+
+        recorder: SpectralRecorder | None = None
+
+        def _values(self, model):
+            if matrices is None:
+                return None
+            import torch
+
+            with torch.no_grad():
+                return {k: v.detach() for k, v in matrices(model).items()}
+
+        def on_train_begin(self, args, state, control, model=None, **kw):
+            if model is None:
+                raise ValueError("the Trainer passed no `model` to the callback.")
+            if self.recorder is None:
+                src = self._values(model) if matrices is not None else model
+                self.recorder = SpectralRecorder(src, **kwargs)
+            if not self.recorder._steps or self.recorder._steps[-1] < state.global_step:
+                self.recorder.record(state.global_step, values=self._values(model))
+
+        def on_step_end(self, args, state, control, model=None, **kw):
+            if self.recorder is not None and state.global_step % every == 0:
+                self.recorder.record(state.global_step, values=self._values(model))
+
+    return SpectralTrainerCallback()
 
 
 def _shape(x: Any) -> tuple[int, ...]:

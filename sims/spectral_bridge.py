@@ -1,4 +1,9 @@
-"""Bridge (beyond both seeds): SoSD metrics on the linear-attention sims and the Markov runs.
+"""SoSD metrics on the package's other simulations: the small LM, linear attention, Markov chains.
+
+:func:`train_lm_with_spectra` records the spectra of a :func:`sims.lm.train_lm` pre-training run
+through its callback hook (the seed-002 Figure 2–5 analogs).
+
+The bridge (beyond both seeds) to the linear-attention sims and the Markov runs:
 
 Does stage-wise feature learning (each loss drop of the main paper's linear-attention model and of
 the seed-004 Markov-chain transformers) show as a *spectral restructuring event* (a peak of the SD
@@ -41,6 +46,12 @@ __all__ = [
     "la_study",
     "alignment_table",
     "markov_study",
+    "train_lm_with_spectra",
+    "LM_EXPERIMENTS",
+    "lm_sosd_config",
+    "lm_sosd_summary",
+    "lm_decay_start",
+    "lora_matrices",
 ]
 
 
@@ -542,3 +553,209 @@ def markov_study(exp, *, every: int = 10, sam_rho: float = 0.05, factor: int = 1
 def _median(x: Sequence[float]) -> float:
     x = np.asarray([v for v in x if np.isfinite(v)], float)
     return float(np.median(x)) if x.size else math.nan
+
+
+# ---------------------------------------------------------------------------------------------
+# The small decoder LM (sims.lm)
+# ---------------------------------------------------------------------------------------------
+
+
+def train_lm_with_spectra(config, *, every: int = 10, snapshot_every: int | None = None,
+                          include=None, exclude=DEFAULT_EXCLUDE, dtype: str = "float64",
+                          progress: bool = False, checkpoint=None):  # fmt: skip
+    """:func:`sims.lm.train_lm` with the spectra of every 2-D weight every ``every`` steps.
+
+    The recorder runs as ``train_lm``'s callback (``callback_every = every``), so the run itself is
+    unchanged. The step-0 state is the model ``train_lm`` builds (``torch.manual_seed(seed)`` then
+    ``GPT(config.model)``; tested to equal a zero-learning-rate run).
+
+    Args:
+        config: a :class:`sims.lm.LMTrainConfig`.
+        every: spectra every this many steps (the ΔΣ interval).
+        snapshot_every: weight snapshots for the cosine to the final state (multiple of
+            ``every``; default ``max(every, steps // 20)`` rounded to a multiple of ``every``).
+        include: parameter-name filter (default: every matrix).
+        exclude: names to drop (default: the tied embedding / LM head).
+        dtype: SVD precision.
+        progress: tqdm bar.
+        checkpoint: passed to ``train_lm`` (resume); the spectra of a resumed run start at the
+            resume step.
+
+    Returns:
+        ``(run, spectra)``: the :class:`sims.lm.LMRun` and the recorder's dataset (its
+        ``attrs["recording_seconds"]`` is the time spent in the callback).
+    """
+    import torch
+
+    from .lm import GPT, train_lm
+
+    if snapshot_every is None:
+        snapshot_every = max(every, (config.steps // 20) // every * every)
+    torch.manual_seed(config.seed)
+    init = GPT(config.model)
+    rec = SpectralRecorder(init, every=every, include=include, exclude=exclude, dtype=dtype,
+                           snapshot_every=snapshot_every, group=_lm_group)  # fmt: skip
+    rec.record(0)
+
+    def callback(ctx):
+        rec.record(ctx.step, values=dict(ctx.model.named_parameters()))
+
+    run = train_lm(config, callback=callback, callback_every=every, progress=progress,
+                   checkpoint=checkpoint)  # fmt: skip
+    return run, rec.to_dataset(attrs={"run_status": run.status})
+
+
+def _lm_group(name: str) -> str:
+    return "attn" if ".attn." in name else "mlp" if ".mlp." in name else "other"
+
+
+#: Named experiments of the seed-002 Figure 2–5 analogs (``name -> LMTrainConfig overrides``).
+LM_EXPERIMENTS = {
+    "constant": dict(schedule="constant"),
+    "step": dict(schedule="step", step_fractions=(0.5, 0.75), step_factor=0.1),
+    "wsd": dict(schedule="wsd", decay_fraction=0.284),  # 1450/5100 of the ModernArch record
+    "cosine": dict(schedule="cosine", min_lr_factor=0.1),
+    "cosine_wd": dict(schedule="cosine", min_lr_factor=0.1, weight_decay=0.1),
+    "wsd_muon": dict(schedule="wsd", decay_fraction=0.284, optimizer="muon"),
+}
+
+
+def lm_sosd_config(name: str, *, scale: str = "cpu", seed: int = 0):
+    """The :data:`LM_EXPERIMENTS` run ``name`` at ``scale`` (``"quick"``, ``"cpu"``, ``"gpu"``).
+
+    * ``cpu`` (minutes each on one core): the :mod:`sims.lm` default decoder (2 layers, width
+      64, 2 heads, RoPE, RMSNorm, ReLU², tied embeddings; 0.1M parameters) on the default HMM
+      corpus (V = 256, T = 64, Zipf emissions, exact Bayes loss), batch 16, AdamW (0.9, 0.95)
+      lr 3e-3 (Muon: the same rate, matched to AdamW's RMS), 50 warm-up steps, 2000 steps,
+      validation every 25 steps.
+    * ``gpu``: 6 layers, width 384, 6 heads, T = 256, batch 64, 20k steps, validation every 100
+      (about 11M parameters; for a CUDA machine, not run on CPU).
+    * ``quick``: 60 steps of a width-32 model (tests).
+    """
+    from .lm import CorpusConfig, GPTConfig, LMTrainConfig
+
+    if name not in LM_EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; choose one of {sorted(LM_EXPERIMENTS)}.")
+    if scale == "cpu":
+        base = LMTrainConfig(steps=2000, warmup_steps=50, eval_every=25, seed=seed)
+    elif scale == "quick":
+        base = LMTrainConfig(model=GPTConfig(d_model=32, seq_len=32),
+                             corpus=CorpusConfig(seq_len=32, n_train=512, n_val=32),
+                             steps=60, warmup_steps=5, eval_every=10, seed=seed)  # fmt: skip
+    elif scale == "gpu":
+        base = LMTrainConfig(model=GPTConfig(n_layer=6, d_model=384, n_head=6, seq_len=256),
+                             corpus=CorpusConfig(seq_len=256, n_train=200_000, n_val=512),
+                             steps=20_000, batch_size=64, warmup_steps=200, eval_every=100,
+                             seed=seed, threads=None)  # fmt: skip
+    else:
+        raise ValueError(f"`scale` must be 'quick', 'cpu' or 'gpu'; got {scale!r}.")
+    return base.replace(**LM_EXPERIMENTS[name])
+
+
+def lm_decay_start(config) -> float | None:
+    """First step with a learning rate below the peak (``None`` for constant and cosine runs).
+
+    The cosine schedule decays from the end of the warm-up on, so the whole run is used there.
+    """
+    if config.schedule == "step":
+        return float(round(min(config.step_fractions) * config.steps))
+    if config.schedule == "wsd":
+        return float(config.steps - round(config.decay_fraction * config.steps))
+    return None
+
+
+def lm_sosd_summary(run, spectra, *, decay_start: float | None = None) -> dict[str, Any]:
+    """The seed-002 claims' numbers for one LM run with spectra.
+
+    Args:
+        run: the :class:`sims.lm.LMRun`.
+        spectra: its spectra (:func:`train_lm_with_spectra`).
+        decay_start: step where the learning rate first decreases (``None``: never); the onset
+            detector and the loss knee use the records before it.
+
+    Returns:
+        A JSON-ready dict: ``onset`` (floor detector on the geometric mean of ΔΣ over all
+        matrices), ``loss_knee`` (two-segment fit of validation loss vs log step), ``sync_gap``
+        (``|onset − knee| / steps``), ΔΣ levels per group (attn, mlp) at the peak, in the last
+        20% before the decay and at the end, the A.4 ratio maximum, norm growth, cosines to the
+        final state at the first records, final validation loss, and for decaying schedules the
+        ΔΣ ratio across the decay.
+    """
+    h = run.history
+    steps = spectra.step.values
+    T = int(h.step.values[-1])
+    end = decay_start if decay_start is not None else T + 1
+    ds = spectra.delta_sigma.values  # (record, matrix)
+    groups = spectra.group.values
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logd = np.log10(ds)
+    allg = 10 ** np.nanmean(logd, axis=1)
+    out: dict[str, Any] = {"steps": T, "interval": int(spectra.attrs["every"])}
+    with contextlib.suppress(ValueError):
+        res = detect_onset(steps, allg, end=end, window=max(3, int(np.sum(steps < end)) // 20))
+        out["onset"] = res.step
+        out["onset_message"] = res.message
+    ev, vl = h.eval_step.values, h.val_loss.values
+    with contextlib.suppress(ValueError):
+        from .spectral import loss_knee
+
+        out["loss_knee"] = loss_knee(ev, vl, end=end)
+    if np.isfinite(out.get("onset", math.nan)) and "loss_knee" in out:
+        out["sync_gap"] = abs(out["onset"] - out["loss_knee"]) / T
+    pre = (steps >= 0.8 * end) & (steps < end) if decay_start is not None else steps >= 0.8 * T
+    for g in ("attn", "mlp"):
+        sel = groups == g
+        gm = 10 ** np.nanmean(logd[:, sel], axis=1)
+        out[f"delta_sigma_{g}"] = {
+            "peak": float(np.nanmax(gm)), "peak_step": float(steps[int(np.nanargmax(gm))]),
+            "before_decay": float(10 ** np.nanmean(np.log10(gm[pre]))),
+            "end": float(gm[-1]),
+        }  # fmt: skip
+    if decay_start is not None:
+        span = max(0.05 * T, 2 * out["interval"])
+        post = (steps > decay_start) & (steps <= decay_start + span)
+        out["decay_ratio"] = float(10 ** (np.nanmean(np.log10(allg[post]))
+                                          - np.nanmean(np.log10(allg[pre]))))  # fmt: skip
+    r = spectra.a4_ratio.values
+    out["a4_ratio_max"] = float(np.nanmax(r))
+    out["a4_ratio_violations"] = int(np.sum(r > 1))
+    out["a4_records_checked"] = int(np.sum(np.isfinite(r)))
+    nuc = spectra.nuclear.values
+    out["nuclear_growth"] = float(np.nanmean(nuc[-1] / nuc[0]))
+    out["nuclear_monotone_share"] = float(np.nanmean(np.diff(nuc, axis=0) > 0))
+    sc, wc = spectra.spectral_cos_final.values, spectra.weight_cos_final.values
+    snap = np.nonzero(np.isfinite(wc[:, 0]))[0]
+    out["cos_to_final"] = {str(int(steps[i])): {"spectral": float(np.nanmean(sc[i])),
+                                                "weight": float(np.nanmean(wc[i]))}
+                           for i in snap[:8]}  # fmt: skip
+    out["val_loss_final"] = float(vl[-1])
+    out["bayes_loss"] = float(h.attrs.get("bayes_loss", math.nan))
+    out["status"] = run.status
+    return out
+
+
+def lora_matrices(model) -> dict[str, Any]:
+    """LoRA adapter matrices of a PEFT model, and their effective updates ``ΔW = s · B A``.
+
+    For every module with ``lora_A``/``lora_B`` adapter dicts (PEFT's ``LoraLayer``): the
+    ``A`` (``r × in``) and ``B`` (``out × r``) weights and the update ``scaling · B @ A``
+    (``out × in``, rank ≤ r) that the adapter adds to the frozen weight. ``B`` starts at zero, so
+    ``B`` and ``ΔW`` have no spectrum at step 0 (recorded as NaN with that reason). ``ΔW`` is
+    formed in float64 so that its ``min(out, in) − r`` zero singular values stay at round-off.
+    """
+    out: dict[str, Any] = {}
+    for name, mod in model.named_modules():
+        a, b = getattr(mod, "lora_A", None), getattr(mod, "lora_B", None)
+        if a is None or b is None or not hasattr(a, "keys"):
+            continue
+        for key in a.keys():
+            if key not in b:
+                continue
+            wa, wb = a[key].weight, b[key].weight
+            scale = float(getattr(mod, "scaling", {}).get(key, 1.0))
+            out[f"{name}.{key}.A"] = wa
+            out[f"{name}.{key}.B"] = wb
+            out[f"{name}.{key}.delta"] = scale * (wb.double() @ wa.double())  # exact rank ≤ r
+    if not out:
+        raise ValueError("`model` has no LoRA adapters (no module with lora_A/lora_B).")
+    return out

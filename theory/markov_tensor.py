@@ -131,8 +131,9 @@ def check_prop1_loss() -> CheckResult:
     return CheckResult(
         res.holds,
         res.residual,
-        "d=T=H=h=2; arbitrary V, s, V*, s*, m (noise term separate: E xi = 0)",
+        "arbitrary V, s, V*, s*, m (noise term separate: E xi = 0)",
         "symbolic" if res.residual == 0 else res.method,
+        sizes="d = T = H = h = 2",
     )
 
 
@@ -162,9 +163,9 @@ def check_prop1_monte_carlo(n: int = 200_000, seed: int = 0) -> CheckResult:
     vals = 0.5 * (r**2).sum(1)
     mc, se = float(vals.mean()), float(vals.std() / np.sqrt(n))
     z = abs(mc - exact) / se
-    return CheckResult(bool(z < 5), abs(mc - exact), f"d={d}, T={T}, H={H}, h={h}, sigma={sigma}, "
-                       f"n={n}", "monte-carlo", f"MC {mc:.5f} +- {se:.5f} vs exact {exact:.5f} "
-                       f"({z:.2f} s.e.)")  # fmt: skip
+    return CheckResult(bool(z < 5), abs(mc - exact), f"sigma={sigma}, Gaussian X", "monte-carlo",
+                       f"MC {mc:.5f} +- {se:.5f} vs exact {exact:.5f} ({z:.2f} s.e.)",
+                       sizes=f"d = {d}, T = {T}, H = {H}, h = {h}, n = {n}")  # fmt: skip
 
 
 @claim(
@@ -183,9 +184,11 @@ def check_single_sum_erratum() -> CheckResult:
     pop = population_loss(V, s, Vs, m, ss, d, T)
     good = is_zero(sp.expand(pop - tensor_loss(V, s, Vs, m, ss)), simplify=False)
     bad = is_zero(sp.expand(pop - tensor_loss(V, s, Vs, m, ss, bilinear=False)), simplify=False)
-    return CheckResult(good.holds and not bad.holds, bad.residual, "d=T=2, H=2, h=1", "symbolic",
+    return CheckResult(good.holds and not bad.holds, good.residual, "arbitrary V, s, V*, s*, m",
+                       "symbolic",
                        "Corrected: <M,N> = sum_{k,l} <B_k,B'_l><v_k,v'_l> (the single sum drops "
-                       "cross terms between heads).")  # fmt: skip
+                       "cross terms between heads).", sizes="d = T = 2, H = 2, h = 1",
+                       printed_residual=bad.residual)  # fmt: skip
 
 
 @claim(
@@ -220,7 +223,7 @@ def check_prop1_gradients() -> CheckResult:
         residuals += [sp.diff(L, qs[i][p]) - gq[p] for p in range(T)]
     r = _numeric_zero(residuals)
     ok, worst, method = r.holds, r.residual, r.method
-    return CheckResult(bool(ok), worst, "d=T=H=h=2, arbitrary V*, s*", method)
+    return CheckResult(bool(ok), worst, "arbitrary V*, s*", method, sizes="d = T = H = h = 2")
 
 
 @claim(
@@ -258,7 +261,8 @@ def check_lemma1(n: int = 20_000, seed: int = 0) -> CheckResult:
         ident.residual,
         "s in simplex, argmax s = argmax v = 1",
         "symbolic",
-        f"identity exact; min (Pi v)_1 - (Pi v)_j over {n} random cases = {worst:.3g}",
+        sizes="identity: T = 3 (it is entrywise, so any T); sampling: T = 6",
+        detail=f"identity exact; min (Pi v)_1 - (Pi v)_j over {n} random cases = {worst:.3g}",
     )  # noqa: E501
 
 
@@ -301,9 +305,10 @@ def check_phi_nondecreasing() -> CheckResult:
     return CheckResult(
         holds,
         r.residual,
-        "h=T=2 symbolic; T=10 numeric trajectory",
+        "symmetric flow, s*_a = e_a",
         r.method,
-        f"min phi increment along an integrated trajectory: {worst:.3g}",
+        sizes="h = T = 2 symbolic (general H, m); T = 10 numeric trajectory",
+        detail=f"min phi increment along an integrated trajectory: {worst:.3g}",
     )
 
 
@@ -334,7 +339,9 @@ def check_theorem1_fixed_point() -> CheckResult:
         target[0] = cfg.scales[0] / cfg.H
         errs.append(max(np.abs(cc[-1] - target).max(), 1 - sv[-1, 0]))
     worst = max(errs)
-    return CheckResult(bool(stat.holds and worst < 1e-2), worst, "h=3, T=6, H=3, m=1.7; V(0)=0, "
-                       "s(0) random with s_1 largest among the target positions", "numeric",
-                       f"largest |c(t_max) - (m1/H) e_1| or 1 - s_1 at t=1e5: {worst:.2e} "
+    return CheckResult(bool(stat.holds and worst < 1e-2), worst, "V(0)=0, s(0) random with s_1 "
+                       "largest among the target positions", "numeric",
+                       sizes="stationarity: general H, m; convergence: h = 3, T = 6, H = 3, "
+                       "m = 1.7, 3 random inits",
+                       detail=f"largest |c(t_max) - (m1/H) e_1| or 1 - s_1 at t=1e5: {worst:.2e} "
                        "(approach is algebraic, ~t^-1/2)")  # fmt: skip

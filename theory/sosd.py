@@ -126,7 +126,8 @@ def check_lemma_a1(n_trials: int = 3000, seed: int = 0, constant: float = 1.0) -
 
 
 @claim("sosd_lemma_a1", f"{REF}, Lemma A.1 (Eq. 3)",
-       "For a, b ∈ R^n, ||a/||a||_1 − b/||b||_1||_2 ≤ (1+√n)/min(||a||_1, ||b||_1) ||a − b||_2.")
+       "For a, b ∈ R^n, ||a/||a||_1 − b/||b||_1||_2 ≤ (1+√n)/min(||a||_1, ||b||_1) ||a − b||_2.",
+       sizes="n = 1..39 (sampled)")
 def _claim_a1() -> CheckResult:
     return check_lemma_a1()
 
@@ -150,7 +151,7 @@ def _matrix_pairs(rng, count, max_dim=24):
 
 
 @claim("sosd_lemma_a2_mirsky", f"{REF}, Lemma A.2 (Eq. 11)",
-       "||Σ(W_{t+1}) − Σ(W_t)||_F ≤ ||W_{t+1} − W_t||_F (Mirsky).")
+       "||Σ(W_{t+1}) − Σ(W_t)||_F ≤ ||W_{t+1} − W_t||_F (Mirsky).", sizes="m, n = 1..23 (sampled)")
 def _claim_a2() -> CheckResult:
     rng = _rng(1)
     worst, fails, count = 0.0, 0, 0
@@ -170,7 +171,8 @@ def _claim_a2() -> CheckResult:
 
 
 @claim("sosd_lemma_a3_von_neumann", f"{REF}, Lemma A.3 (Eq. 16)",
-       "tr(A^T B) ≤ Σ_i σ_i(A) σ_i(B) with both spectra in the same order.")
+       "tr(A^T B) ≤ Σ_i σ_i(A) σ_i(B) with both spectra in the same order.",
+       sizes="m, n = 1..23 (sampled)")
 def _claim_a3() -> CheckResult:
     rng = _rng(2)
     worst, fails = -np.inf, 0
@@ -234,13 +236,15 @@ def check_lemma_a4(n_trials: int = 1000, seed: int = 3, sqrt_of: str = "min",
 
 @claim("sosd_lemma_a4", f"{REF}, Lemma A.4 (Eq. 18)",
        "||Σ̂_{t+1} − Σ̂_t||_F ≤ (1+√d)/min(tr Σ_t, tr Σ_{t+1}) ||W_{t+1} − W_t||_F (read with "
-       "r = min(m, n) for rectangular W; holds for any update).")
+       "r = min(m, n) for rectangular W; holds for any update).",
+       sizes="m, n = 1..23 (sampled); toy d = 12")
 def _claim_a4() -> CheckResult:
     return check_lemma_a4()
 
 
 @claim("sosd_lemma_a5_descent", f"{REF}, Lemma A.5 (Eqs. 20–21)",
-       "For β-smooth L and θ⁺ = θ − η∇L: η(1 − ηβ/2)||∇L||² ≤ L(θ) − L(θ⁺) ≤ η(1 + ηβ/2)||∇L||².")
+       "For β-smooth L and θ⁺ = θ − η∇L: η(1 − ηβ/2)||∇L||² ≤ L(θ) − L(θ⁺) ≤ η(1 + ηβ/2)||∇L||².",
+       sizes="dim 1..11 (sampled)")
 def _claim_a5() -> CheckResult:
     rng = _rng(4)
     fails, worst_lo, worst_hi, count = 0, -np.inf, -np.inf, 0
@@ -295,7 +299,8 @@ def _softmax(u):
 
 
 @claim("sosd_lemma_a6_softmax_gap", f"{REF}, Lemma A.6 (Eqs. 22–23)",
-       "For s = softmax(u): 1 − s_{j*} ≤ (m−1)exp(−gap(u)) and s_j ≤ exp(−gap(u)) for j ≠ j*.")
+       "For s = softmax(u): 1 − s_{j*} ≤ (m−1)exp(−gap(u)) and s_j ≤ exp(−gap(u)) for j ≠ j*.",
+       sizes="m = 2..29 (sampled)")
 def _claim_a6() -> CheckResult:
     rng = _rng(5)
     fails, worst = 0, 0.0
@@ -320,7 +325,8 @@ def _claim_a6() -> CheckResult:
 
 
 @claim("sosd_lemma_a7_softmax_jacobian", f"{REF}, Lemma A.7 (Eqs. 27–29)",
-       "J(a) = diag(a) − aa^T is PSD and ||J(a)||_2 ≤ tr J(a) = 1 − ||a||² ≤ 2(1 − a_max).")
+       "J(a) = diag(a) − aa^T is PSD and ||J(a)||_2 ≤ tr J(a) = 1 − ||a||² ≤ 2(1 − a_max).",
+       sizes="m = 1..29 (sampled)")
 def _claim_a7() -> CheckResult:
     rng = _rng(6)
     fails, worst = 0, -np.inf
@@ -386,7 +392,7 @@ def check_lemma_a8(side: str, n: int = 8, seed: int = 7) -> CheckResult:
 
 @claim("sosd_lemma_a8_as_printed", f"{REF}, Lemma A.8 (Eqs. 33–35, 45)",
        "softmax(M) ≐ A_0 + J_1 M with A_0 = 11^T/n, J_1 = (I − 11^T/n)/n (small M).",
-       erratum=True)
+       erratum=True, sizes="n = 8; symbolic n = 3")
 def _claim_a8_printed() -> CheckResult:
     r = check_lemma_a8("left")
     return CheckResult(r.holds, r.residual, r.conditions, r.method,
@@ -396,12 +402,14 @@ def _claim_a8_printed() -> CheckResult:
 
 @claim("sosd_lemma_a8_corrected", f"{REF}, Lemma A.8 (corrected)",
        "softmax(M) = A_0 + M J_1 + O(||M||²): the row centering multiplies from the right.",
-       erratum=True)
+       erratum=True, sizes="n = 8; symbolic n = 3")
 def _claim_a8_corrected() -> CheckResult:
     r = check_lemma_a8("right")
+    printed = check_lemma_a8("left")
     return CheckResult(r.holds, r.residual, r.conditions, r.method,
                        "Corrected form; the linearized gradients (Eq. 60) become G^Q ≈ X^T G_H "
-                       "V^T J_1 K/√d and G^K ≈ X^T J_1 V G_H^T Q/√d. " + r.detail)
+                       "V^T J_1 K/√d and G^K ≈ X^T J_1 V G_H^T Q/√d. " + r.detail,
+                       printed_residual=printed.residual)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,7 +422,7 @@ _eta, _G, _eps, _d = sp.symbols("eta G epsilon d", positive=True)
 
 @claim("sosd_thm45_qk_ode_solution", f"{REF}, Thm 4.5 proof (App. B, Eqs. 74–76)",
        "With k = q, C_Q = C_K = C_M and v = C_V t + v(0), q̇ = C_M q v is solved by "
-       "q = q(0) exp(½ C_M C_V t² + C_M v(0) t).")
+       "q = q(0) exp(½ C_M C_V t² + C_M v(0) t).", sizes="all")
 def _claim_ode() -> CheckResult:
     q = _q0 * sp.exp(sp.Rational(1, 2) * _CM * _CV * _t**2 + _CM * _v0 * _t)
     r = is_zero(sp.Matrix([sp.diff(q, _t) - _CM * q * (_CV * _t + _v0), q.subs(_t, 0) - _q0]))
@@ -453,7 +461,8 @@ _C_PAPER = (1 + sp.sqrt(_d)) * _eta * _G / (sp.sqrt(_d) * _eps)
 
 @claim("sosd_thm45_hitting_times_as_printed", f"{REF}, Thm 4.5 / App. B (Eqs. 59, 79)",
        "T_V = ((1+√d)ηG − ε v(0))/(ε C_V √d) and T_QK = (−C_M v(0) + √((C_M v(0))² + 2 C_M v(0) "
-       "Λ(ε)))/(C_M C_V) solve the hitting conditions (58) under (55), (76).", erratum=True)
+       "Λ(ε)))/(C_M C_V) solve the hitting conditions (58) under (55), (76).", erratum=True,
+       sizes="all d")
 def _claim_ht_printed() -> CheckResult:
     tv, tqk = printed_hitting_times()
     eq_v, eq_q = hitting_time_equations(_C_PAPER)
@@ -472,7 +481,7 @@ def _claim_ht_printed() -> CheckResult:
 @claim("sosd_thm45_hitting_times_corrected", f"{REF}, Thm 4.5 / App. B (corrected)",
        "For a Frobenius threshold c: T_V = (c − v(0))/C_V and T_QK = (−C_M v(0) + √((C_M v(0))² "
        "+ 2 C_M C_V ln(c/q(0))))/(C_M C_V) (sufficient c: (1+√d)ηG/ε, or κ(1+√d)ηG/(√d ε)).",
-       erratum=True)
+       erratum=True, sizes="all")
 def _claim_ht_corrected() -> CheckResult:
     from sims.sosd_toy import theorem45_hitting_times
 
@@ -490,17 +499,21 @@ def _claim_ht_corrected() -> CheckResult:
         sym_tv, sym_tq = f(c_, q0, v0, cm, cv)
         num_tv, num_tq = theorem45_hitting_times(c_, q0=q0, v0=v0, c_m=cm, c_v=cv)
         worst = max(worst, abs(num_tv - sym_tv) / abs(sym_tv), abs(num_tq - sym_tq) / sym_tq)
+    ptv, _ = printed_hitting_times()
+    printed = sp.simplify(hitting_time_equations(_C_PAPER)[0].subs(_t, ptv))
     return CheckResult(r.holds and worst < 1e-12, r.residual if not r.holds else worst,
                        "c > q(0) > 0, all constants positive; threshold on the Frobenius norm, "
                        "which must satisfy ||W||_F > c ⟹ tr Σ > c (see "
                        "sosd_thm45_frobenius_condition_corrected)", r.method,
                        "roots of (55)/(76) hitting c; sims.sosd_toy.theorem45_hitting_times "
-                       f"matches the symbolic roots to {worst:.1e} (50 seeded points)")
+                       f"matches the symbolic roots to {worst:.1e} (50 seeded points); printed "
+                       "residual: the printed T_V in (55) hitting the paper's own threshold.",
+                       printed_residual=printed)
 
 
 @claim("sosd_thm45_frobenius_condition_as_printed", f"{REF}, App. B (Eqs. 57–58, 77–78)",
        "||W||_F > (1+√d)ηG/(√d ε) is a sufficient condition for (1+√d)ηG/tr(Σ) < ε.",
-       erratum=True)
+       erratum=True, sizes="d = 4")
 def _claim_fro_printed() -> CheckResult:
     # rank-one counterexample: d = 4, c := (1+√d)ηG/ε = 1, so the printed condition is ||W||_F > 1/2
     d = 4
@@ -518,10 +531,10 @@ def _claim_fro_printed() -> CheckResult:
 
 @claim("sosd_thm45_frobenius_condition_corrected", f"{REF}, App. B (Eqs. 57–58, corrected)",
        "||W||_F > c implies tr Σ > c; under Assumption 4.3 (κ(W) ≤ κ) so does ||W||_F > κc/√d.",
-       erratum=True)
+       erratum=True, sizes="d = 1..19 (sampled)")
 def _claim_fro_corrected() -> CheckResult:
     rng = _rng(9)
-    fails, worst = 0, 0.0
+    fails, worst, printed_worst, printed_fails = 0, 0.0, 0.0, 0
     for _ in range(2000):
         d = int(rng.integers(1, 20))
         s = np.sort(10 ** rng.uniform(-6, 2, size=d))[::-1]
@@ -533,15 +546,21 @@ def _claim_fro_corrected() -> CheckResult:
         r2 = (math.sqrt(d) * fro / kappa) / nuc
         worst = max(worst, r1, r2)
         fails += (r1 > 1 + SLACK) + (r2 > 1 + SLACK)
+        rp = math.sqrt(d) * fro / nuc  # the printed (57): ||W||_* ≥ √d ||W||_F would need ≤ 1
+        printed_worst = max(printed_worst, rp)
+        printed_fails += rp > 1 + SLACK
     return CheckResult(fails == 0, worst,
                        "2000 seeded square matrices, d = 1..19, condition numbers up to 1e8",
                        "monte-carlo", f"{fails} violations of ||W||_F ≤ ||W||_* and "
-                       f"√d||W||_F/κ ≤ ||W||_*; max ratio {worst:.6f}")  # fmt: skip
+                       f"√d||W||_F/κ ≤ ||W||_*; max ratio {worst:.6f}. The printed step needs "
+                       f"||W||_* ≥ √d||W||_F, false on {printed_fails} of 2000 samples (max "
+                       f"√d||W||_F/||W||_* = {printed_worst:.3g}; equality only for equal "
+                       "singular values).", printed_residual=printed_worst)  # fmt: skip
 
 
 @claim("sosd_thm45_value_gradient_bound", f"{REF}, App. B (Eqs. 51–52)",
        "||G^V||_F ≳ λ_min(X)[tr(G_H^T A_0 G_H)]^{1/2} ≳ λ_min(X)||G_H||_F/√n = C_V > 0.",
-       erratum=True)
+       erratum=True, sizes="n = 6, d = 8, C = 3")
 def _claim_eq51() -> CheckResult:
     from sims.sosd_toy import ToyConfig, loss_and_grads, make_problem
 
@@ -565,7 +584,7 @@ def _claim_eq51() -> CheckResult:
 
 @claim("sosd_thm45_query_gradient_bound", f"{REF}, App. B (Eqs. 60–67)",
        "With the linearized gradients (60), ||G^Q||_F ≥ (1/n − 1/n^{3/2}) λ_min³(X) ||G_H||_F "
-       "σ_min(W_K) σ_min(W_V)/√d.", erratum=True)
+       "σ_min(W_K) σ_min(W_V)/√d.", erratum=True, sizes="n = d = 6")
 def _claim_eq67() -> CheckResult:
     rng = _rng(10)
     n = d = 6  # the only case where both λ_min steps (n ≤ d in (48), n ≥ d in (65)) hold
@@ -599,7 +618,7 @@ def _claim_eq67() -> CheckResult:
 
 @claim("sosd_assumption41_monotone_norms", f"{REF}, Assumption 4.1",
        "Along GD of the Sec. 4 model, ||W(t+1)|| > ||W(t)|| for W ∈ {W_Q, W_K, W_V} and all t.",
-       erratum=True)
+       erratum=True, sizes="n = 16, d = 32, C = 8")
 def _claim_41() -> CheckResult:
     from sims.sosd_toy import ToyConfig, train
 
@@ -630,7 +649,7 @@ _beta, _D, _tau, _delta, _C0 = sp.symbols("beta D tau delta C_0", positive=True)
 
 @claim("sosd_thm49_eq94_prefactor", f"{REF}, Thm 4.9 proof (App. C, Eqs. 88–94)",
        "From ||G^•|| ≥ τ^• δ_•/C_0 and ΔL ≥ η(1 − ηβ/2)Σ||G^•||²: ΔL ≥ (η/C_0)(1 − ηβ/2)"
-       "Σ(τ^•δ_•)².", erratum=True)
+       "Σ(τ^•δ_•)².", erratum=True, sizes="all")
 def _claim_eq94() -> CheckResult:
     taus = sp.symbols("x_Q x_K x_V", positive=True)  # x = τδ
     derived = _eta * (1 - _eta * _beta / 2) * sum(x**2 / _C0**2 for x in taus)
@@ -647,7 +666,8 @@ def _claim_eq94() -> CheckResult:
 
 
 @claim("sosd_thm49_eq95_max_to_sum", f"{REF}, Thm 4.9 proof (App. C, Eqs. 95–96)",
-       "max_• τ^•δ_• ≥ D implies Σ_•(τ^•δ_•)² ≥ 3D² (giving the 3D² of (96)).", erratum=True)
+       "max_• τ^•δ_• ≥ D implies Σ_•(τ^•δ_•)² ≥ 3D² (giving the 3D² of (96)).", erratum=True,
+       sizes="three matrices")
 def _claim_eq95() -> CheckResult:
     x = np.array([1.0, 0.0, 0.0])  # D = 1
     s = float(np.sum(x**2))
@@ -657,7 +677,8 @@ def _claim_eq95() -> CheckResult:
 
 
 @claim("sosd_thm49_statement_vs_eq97", f"{REF}, Thm 4.9 statement vs App. C Eq. (97)",
-       "Phase I: ΔL ≥ 3D²η/(2(1+√d)) (statement) is what the proof (97) gives.", erratum=True)
+       "Phase I: ΔL ≥ 3D²η/(2(1+√d)) (statement) is what the proof (97) gives.", erratum=True,
+       sizes="all")
 def _claim_stmt97() -> CheckResult:
     stmt = 3 * _D**2 * _eta / (2 * (1 + sp.sqrt(_d)))
     proof = 3 * _D**2 / (2 * (1 + sp.sqrt(_d)))
@@ -714,18 +735,21 @@ def check_phase1_bound(prefactor: str = "corrected", steps: int = 60, seed: int 
 
 @claim("sosd_thm49_phase1_corrected", f"{REF}, Thm 4.9 Phase I (App. C, corrected)",
        "ΔL ≥ (1 − ηβ/2)/((1+√d)² η) Σ_• (min(τ_t^•, τ_{t+1}^•) δ_•)², so min_• τδ ≥ D at "
-       "η = 1/β gives ΔL ≥ 3βD²/(2(1+√d)²).", erratum=True)
+       "η = 1/β gives ΔL ≥ 3βD²/(2(1+√d)²).", erratum=True, sizes="d = 9, 60 GD steps")
 def _claim_phase1() -> CheckResult:
     r = check_phase1_bound("corrected")
     pr = check_phase1_bound("printed")
+    pre = _eta * (1 - _eta * _beta / 2)
+    printed = sp.factor(pre / _C0 - pre / _C0**2)  # prefactors of Σ(τδ)² in (94)
     return CheckResult(r.holds, r.residual, r.conditions, r.method,
                        f"{r.detail}. The printed prefactor on the same run: {pr.detail} (the "
                        "printed step does not follow, but the A.4 bound is loose enough here "
-                       "that it is not violated in practice).")
+                       "that it is not violated in practice). Printed residual: printed − "
+                       "derived prefactor of (94).", printed_residual=printed)
 
 
 @claim("sosd_thm49_eq109", f"{REF}, App. C (Eqs. 108–109)",
-       "||G_Z||_F ≤ √(2(C−1))/√n · exp(−τ^V ω_min).", erratum=True)
+       "||G_Z||_F ≤ √(2(C−1))/√n · exp(−τ^V ω_min).", erratum=True, sizes="n = 1, C = 3")
 def _claim_eq109() -> CheckResult:
     g, C, n = 3.0, 3, 1
     z = np.array([g, 0.0, 0.0])  # label 0, two tied wrong classes: τ^V ω = gap = 3
@@ -756,7 +780,7 @@ def _random_instances(rng, count):
 @claim("sosd_thm49_gradient_tail_bounds", f"{REF}, App. C (Eqs. 108, 110–114, 134–139)",
        "With ω_min > 0 and γ = γ_min/√d (M̄ of (119)): ||G^V|| ≤ C_V e^{−ωτ^V}, ||G^K|| ≤ C_QK "
        "τ^Qτ^V e^{−ωτ^V}e^{−γτ^Qτ^K}, ||G^Q|| ≤ C_QK τ^Kτ^V e^{−ωτ^V}e^{−γτ^Qτ^K} (corrected "
-       "(109): C_H = 2(C−1)||W_C||_F/√n).")
+       "(109): C_H = 2(C−1)||W_C||_F/√n).", sizes="n, d = 2..7, C = 2..5 (sampled)")
 def _claim_tails() -> CheckResult:
     from sims.sosd_toy import loss_and_grads, margins
 
@@ -796,7 +820,7 @@ def _claim_tails() -> CheckResult:
 
 @claim("sosd_thm49_attention_margin_normalization", f"{REF}, Assumption 4.7 vs App. C (119)",
        "Assumption 4.7's M̄ = M/(||W_Q||_* ||W_K||_*) is the M̄ of the proof (119), so "
-       "gap(M_i) = τ^Qτ^K γ_i/√d (121).", erratum=True)
+       "gap(M_i) = τ^Qτ^K γ_i/√d (121).", erratum=True, sizes="d = 9")
 def _claim_margin_norm() -> CheckResult:
     from sims.sosd_toy import forward
 
@@ -818,7 +842,8 @@ def _claim_margin_norm() -> CheckResult:
 
 
 @claim("sosd_thm49_eq143_factor", f"{REF}, App. C (Eq. 143)",
-       "ΔL ≤ η(1 + 2β/2)||∇L||² (the factor of Lemma A.5's upper bound).", erratum=True)
+       "ΔL ≤ η(1 + 2β/2)||∇L||² (the factor of Lemma A.5's upper bound).", erratum=True,
+       sizes="all")
 def _claim_eq143() -> CheckResult:
     r = is_zero(_eta * (1 + 2 * _beta / 2) - _eta * (1 + _eta * _beta / 2))
     res = sp.factor(_eta * (1 + 2 * _beta / 2) - _eta * (1 + _eta * _beta / 2))
@@ -828,7 +853,8 @@ def _claim_eq143() -> CheckResult:
 
 
 @claim("sosd_thm49_polynomial_domination", f"{REF}, App. C (Eqs. 141–142)",
-       "There is p > 2 with e^{−x} ≤ x^{−p} for all x > 0 (x = 2ωτ^V, 2γτ^Qτ^K).")
+       "There is p > 2 with e^{−x} ≤ x^{−p} for all x > 0 (x = 2ωτ^V, 2γτ^Qτ^K).",
+       sizes="p ∈ (2, e]")
 def _claim_poly() -> CheckResult:
     x, p = sp.symbols("x p", positive=True)
     # max_x (p ln x − x) is attained at x = p with value p ln p − p: ≤ 0 iff p ≤ e
@@ -853,7 +879,7 @@ def _claim_poly() -> CheckResult:
 
 @claim("sosd_thm49_exponent_alpha", f"{REF}, App. C (Eqs. 143–144)",
        "With τ^Q ≈ τ^K ≈ τ^V ∝ 1/ε the two terms of (143) are O(ε^p) and O(ε^{3p−4}); "
-       "α = min{p, 3p − 4} = p for p ≥ 2.")
+       "α = min{p, 3p − 4} = p for p ≥ 2.", sizes="p ≥ 2")
 def _claim_alpha() -> CheckResult:
     p, e = sp.symbols("p epsilon", positive=True)
     tau = 1 / e

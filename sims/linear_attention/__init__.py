@@ -2,20 +2,35 @@
 
 Submodules: :mod:`.data` (datasets, covariance families), :mod:`.models` (ATTN_S / ATTN_M and the
 token-level forward pass), :mod:`.stats` (sufficient statistics, population moments, saddle
-levels), :mod:`.train` (scan/vmap trainer, gradient-flow integrator), :mod:`.upsampling`
-(proxy trajectories, k-means, usage counts), :mod:`.measure` (learning times, entropies),
-:mod:`.experiment` (the paired Figure 1 pipeline). CLI: ``python -m sims.linear_attention``.
+levels), :mod:`.train` (scan/vmap trainer, gradient-flow integrator), :mod:`.sam_variants`
+(head-wise SAM), :mod:`.upsampling` (proxy trajectories, k-means, selection reports),
+:mod:`.measure` (learning times, entropies), :mod:`.experiment` (the paired Figure 1 pipeline),
+:mod:`.mechanism` (why SAM is more uniform), :mod:`.study` (upsampling selections vs theory),
+:mod:`.plotting` and :mod:`.products` (figures and result files). CLI:
+``python -m sims.linear_attention``.
+
+Importing the package is cheap and needs only the core install: the names below are loaded from
+their (JAX) submodules on first use.
 """
 
-from .data import ICLData, make_covariance, sample_dataset, validate_covariance
-from .experiment import Figure1Config, run_figure1, summarize
-from .models import AttnMParams, AttnSParams, init_params, merged_matrix
-from .stats import Moments, empirical_moments, population_moments, saddle_losses
-from .train import TrainingDivergedError, TrainResult, integrate_flow, train, train_runs
+from __future__ import annotations
 
-__all__ = [
-    "ICLData", "make_covariance", "sample_dataset", "validate_covariance", "Figure1Config",
-    "run_figure1", "summarize", "AttnMParams", "AttnSParams", "init_params", "merged_matrix",
-    "Moments", "empirical_moments", "population_moments", "saddle_losses",
-    "TrainingDivergedError", "TrainResult", "integrate_flow", "train", "train_runs",
-]  # fmt: skip
+import importlib
+
+_LAZY = {
+    "ICLData": "data", "make_covariance": "data", "sample_dataset": "data",
+    "validate_covariance": "data", "Figure1Config": "experiment", "run_figure1": "experiment",
+    "summarize": "experiment", "AttnMParams": "models", "AttnSParams": "models",
+    "init_params": "models", "merged_matrix": "models", "Moments": "stats",
+    "empirical_moments": "stats", "population_moments": "stats", "saddle_losses": "stats",
+    "TrainingDivergedError": "train", "TrainResult": "train", "integrate_flow": "train",
+    "train": "train", "train_runs": "train",
+}  # fmt: skip
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,120 +1,267 @@
-"""Command line for the linear-attention simulations.
+"""Command line for the linear-attention simulations (needs the ``jax`` extra).
 
 Examples::
 
-    python -m sims.linear_attention --optimizer gd --runs 5 --steps 3000
-    python -m sims.linear_attention --optimizer sam --rho 1e-3 --out results/linear_attention/sam.nc
+    python -m sims.linear_attention --optimizer gd --runs 5 --steps 3001 --paper-steps 1001
+    python -m sims.linear_attention --optimizer sam --rho 1e-3 --out results/la/sam.nc
     python -m sims.linear_attention --optimizer gd-upsample --selection random
     python -m sims.linear_attention figure1 [--quick] [--recompute]
+    python -m sims.linear_attention mechanism [--quick] [--recompute]
+    python -m sims.linear_attention upsampling [--quick] [--recompute]
 
-``main(argv)`` only parses arguments and calls the library (exit status 2 on usage errors).
+``main(argv)`` only parses arguments and calls the library. Bad input exits with status 2 and
+one line that names the flag, before any computation; output paths are checked first.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 
-OPTIMIZERS = {"gd": "gd", "sam": "sam", "gd-upsample": "gd_upsample"}
+from sims.cli import ArgumentParser, UsageError, run_cli
+
+PROG = "python -m sims.linear_attention"
+OPTIMIZERS = {
+    "gd": "gd", "sam": "sam", "gd-upsample": "gd_upsample", "sam-flow": "sam_flow",
+    "sam-headwise": "sam_headwise", "gd-lr-matched": "gd_lr_matched",
+}  # fmt: skip
+COMMANDS = ("figure1", "mechanism", "upsampling")
+USAGE = (f"{PROG} [figure1 | mechanism | upsampling] [--quick] [--recompute] ...\n"
+         f"       {PROG} [--optimizer NAME] [training options] [--out FILE]")  # fmt: skip
+#: Figure1Config field -> command-line flag (so errors name what the user typed).
+FLAGS = {
+    "n_runs": "--runs", "num_steps": "--steps", "paper_steps": "--paper-steps",
+    "n_examples": "--P", "n_context": "--N", "d": "--d", "n_heads": "--heads", "rank": "--rank",
+    "learning_rate": "--lr", "init_scale": "--init", "rho": "--rho", "proxy_steps":
+    "--proxy-steps", "n_checkpoints": "--checkpoints", "upsample_factor": "--factor",
+    "cluster_features": "--features", "selection": "--selection", "log_every": "--log-every",
+    "seed": "--seed", "scale": "--scale", "covariance": "--covariance",
+    "data_method": "--data", "anchor_preprocessing": "--anchor-preprocessing",
+}  # fmt: skip
 
 
-def _train_parser() -> argparse.ArgumentParser:
-    from .experiment import Figure1Config
+def _flagify(message: str) -> str:
+    """Replace ```field``` by the flag that sets it."""
+    return re.sub(r"`(\w+)`", lambda m: f"`{FLAGS.get(m.group(1), m.group(1))}`", message)
+
+
+def _train_parser() -> ArgumentParser:
+    from .experiment import METHOD_NAMES, Figure1Config
+    from .upsampling import FEATURES, SELECTIONS
 
     d = Figure1Config()
-    p = argparse.ArgumentParser(
-        prog="python -m sims.linear_attention",
-        description="Train ATTN_S (multi-head linear attention, in-context linear regression) with "
-        "GD, SAM or GD + upsampling on exact sufficient statistics (main paper Figure 1). "
-        "Use the `figure1` subcommand for the three-panel figure.",
-    )
-    p.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="gd")
-    p.add_argument("--runs", type=int, default=d.n_runs, help="independent runs (paired seeds)")
-    p.add_argument("--steps", type=int, default=d.num_steps, help="full-batch steps")
-    p.add_argument("--P", dest="n_examples", type=int, default=d.n_examples, help="sequences")
-    p.add_argument("--N", dest="n_context", type=int, default=d.n_context, help="context length")
-    p.add_argument("--d", type=int, default=d.d, help="input dimension")
-    p.add_argument("--heads", type=int, default=d.n_heads, help="number of heads H")
-    p.add_argument("--rank", type=int, default=d.rank, help="key/query rank")
-    p.add_argument("--lr", type=float, default=d.learning_rate, help="learning rate")
-    p.add_argument("--init", type=float, default=d.init_scale, help="init scale (anchor --init)")
-    p.add_argument("--rho", type=float, default=d.rho, help="SAM radius")
-    p.add_argument("--scale", choices=["anchor", "paper"], default=d.scale)
-    p.add_argument("--covariance", choices=["linear", "white", "geometric"], default=d.covariance)
-    p.add_argument("--data", choices=["wishart", "tokens"], default=d.data_method)
-    p.add_argument("--anchor-preprocessing", action="store_true")
-    p.add_argument("--proxy-steps", type=int, default=None)
-    p.add_argument("--checkpoints", type=int, default=d.n_checkpoints)
-    p.add_argument("--factor", type=int, default=d.upsample_factor, help="extra copies")
-    p.add_argument("--features", choices=["trajectory", "last", "relative"], default="trajectory")
-    p.add_argument("--selection", choices=["hard", "random", "easy"], default="hard")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--out", type=Path, default=None, help="save the xarray result (netCDF)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    return p
+    p = ArgumentParser(
+        prog=PROG, usage=USAGE,
+        description="Train ATTN_S (multi-head linear attention, in-context linear regression) "
+        "on exact sufficient statistics, paired over runs, and print per-horizon statistics "
+        "(runs that learned 0..d features, test loss median/mean/IQR, entropy of the learning "
+        "times). Subcommands: `figure1` (Figure 1 and the horizon figure), `mechanism` (why SAM "
+        "is more uniform), `upsampling` (selections vs theory). Defaults: the anchor's paper "
+        f"setting. Methods: {', '.join(METHOD_NAMES)}.",
+    )  # fmt: skip
+    a = p.add_argument
+    a("--optimizer", choices=sorted(OPTIMIZERS), default="gd",
+      help="method (GD always runs too: it is the paired reference); default gd")
+    a("--runs", type=int, default=d.n_runs, help=f"paired runs (default {d.n_runs})")
+    a("--steps", type=int, default=d.num_steps,
+      help=f"full-batch steps of the long horizon (default {d.num_steps})")
+    a("--paper-steps", type=int, default=d.paper_steps,
+      help=f"the paper's horizon, also summarized (default {d.paper_steps})")
+    a("--P", dest="n_examples", type=int, default=d.n_examples,
+      help=f"training sequences (default {d.n_examples})")
+    a("--N", dest="n_context", type=int, default=d.n_context,
+      help=f"context length (default {d.n_context})")
+    a("--d", type=int, default=d.d, help=f"input dimension (default {d.d})")
+    a("--heads", type=int, default=d.n_heads, help=f"number of heads H (default {d.n_heads})")
+    a("--rank", type=int, default=d.rank, help=f"key/query rank (default {d.rank})")
+    a("--lr", type=float, default=d.learning_rate,
+      help=f"learning rate (default {d.learning_rate})")
+    a("--init", type=float, default=d.init_scale,
+      help=f"init scale, linattn-icl's --init (default {d.init_scale})")
+    a("--rho", type=float, default=d.rho, help=f"SAM radius (default {d.rho})")
+    a("--scale", choices=["anchor", "paper"], default=d.scale,
+      help="anchor: no 1/N (linattn-icl); paper: 1/N (default anchor)")
+    a("--covariance", choices=["linear", "white", "geometric"], default=d.covariance,
+      help="input covariance family (default linear: eigenvalues ∝ 1..d)")
+    a("--data", choices=["wishart", "tokens"], default=d.data_method,
+      help="sampler: exact-in-law Wishart or explicit tokens (default wishart)")
+    a("--anchor-preprocessing", action="store_true",
+      help="centre x and whiten w across the dataset like linattn-icl (needs --data tokens)")
+    a("--proxy-steps", type=int, default=None,
+      help="upsampling proxy budget (default paper-steps // 3)")
+    a("--checkpoints", type=int, default=d.n_checkpoints,
+      help=f"proxy checkpoints (default {d.n_checkpoints})")
+    a("--factor", type=int, default=d.upsample_factor,
+      help=f"extra copies of a selected example (default {d.upsample_factor})")
+    a("--features", choices=list(FEATURES), default=d.cluster_features,
+      help="clustering features: raw trajectories (paper) or scale-free log_ratio, ... "
+           "(default trajectory)")
+    a("--selection", choices=list(SELECTIONS), default=d.selection,
+      help="which examples to upsample (default hard)")
+    a("--log-every", type=int, default=d.log_every,
+      help=f"stride of the stored curves (default {d.log_every})")
+    a("--seed", type=int, default=d.seed, help=f"root seed (default {d.seed})")
+    a("--out", type=Path, default=None, help="save the xarray result here (netCDF)")
+    a("--json", action="store_true", help="print the summary as JSON instead of a table")
+    a("--no-progress", action="store_true", help="hide the progress bar")
+    return p  # fmt: skip
 
 
-def _figure_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m sims.linear_attention figure1",
-        description="Compute (if needed) and render the Figure 1 analog.",
-    )
-    from figures import DEFAULT_OUT, DEFAULT_RESULTS
+def _product_parser(command: str) -> ArgumentParser:
+    from .products import DEFAULT_OUT, DEFAULT_RESULTS
 
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--recompute", action="store_true")
-    return p
+    what = {
+        "figure1": "Compute (if needed) and render Figure 1 at both horizons and the "
+                   "test-loss-vs-horizon figure; print the per-method statistics.",
+        "mechanism": "Compute (if needed) and render the SAM-mechanism figure (reduced model vs "
+                     "simulation, escape experiment).",
+        "upsampling": "Compute (if needed) and render the upsampling study (selections vs "
+                      "theory, lr-matched control).",
+    }[command]  # fmt: skip
+    p = ArgumentParser(prog=f"{PROG} {command}", description=what)
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help=f"folder for the PNGs (default {DEFAULT_OUT})")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS,
+                   help=f"results folder (default {DEFAULT_RESULTS})")
+    p.add_argument("--quick", action="store_true",
+                   help="seconds-long configuration (files get a _quick suffix)")
+    p.add_argument("--recompute", action="store_true", help="recompute even if the result exists")
+    return p  # fmt: skip
 
 
-def main(argv=None) -> int:
-    """Parse ``argv`` and run; returns the exit status (2 on usage errors)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    import jax
+def _run_product(command: str, argv) -> int:
+    from sims.io import ensure_writable, read_netcdf
 
-    jax.config.update("jax_enable_x64", True)
-    if argv and argv[0] == "figure1":
-        args = _figure_parser().parse_args(argv[1:])
-        from figures.fig01_linear_attention import make
+    from . import products
 
-        for path in make(args.out, results_dir=args.results, quick=args.quick,
-                         recompute=args.recompute):  # fmt: skip
-            print(path)
-        return 0
+    args = _product_parser(command).parse_args(argv)
+    try:
+        ensure_writable(args.out, kind="dir", arg="--out")
+        ensure_writable(args.results, kind="dir", arg="--results")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    kw = dict(results_dir=args.results, quick=args.quick, recompute=args.recompute,
+              progress=True)  # fmt: skip
+    if command == "figure1":
+        paths = products.render_figure1(args.out, **kw)
+        kw["recompute"] = False
+        paths += products.render_horizon(args.out, **kw)
+        from .experiment import format_summary, summarize
+
+        ds = read_netcdf(products.ensure_figure1(args.results, quick=args.quick))
+        print(format_summary(summarize(ds)))
+    elif command == "mechanism":
+        paths = products.render_mechanism(args.out, **kw)
+        _print_mechanism(read_netcdf(products.ensure_mechanism(args.results,
+                                                               quick=args.quick)[0]))
+    else:
+        paths = products.render_upsampling(args.out, **kw)
+        from .study import summarize_study
+
+        summary = summarize_study(read_netcdf(products.ensure_study(args.results,
+                                                                    quick=args.quick)))
+        _print_study(summary)
+    for p in paths:
+        print(f"wrote {p}")
+    return 0
+
+
+def _print_mechanism(an) -> None:
+    import numpy as np
+
+    gd = an.measured.sel({"method": "gd"}).values
+    print(f"{'method':14s} {'median time ratio to GD':>40s} {'(reduced model)':>40s} {'ΔH':>8s}")
+    for m in an.method.values:
+        if m == "gd":
+            continue
+        r = np.nanmedian(an.measured.sel({"method": m}).values / gd, 0)
+        p = np.nanmedian(an.predicted.sel({"method": m}).values / gd, 0)
+        dh = np.nanmedian(an.entropy_measured.sel({"method": m}).values
+                          - an.entropy_measured.sel({"method": "gd"}).values)  # fmt: skip
+        print(f"{m:14s} {np.array2string(r, precision=3):>40s} "
+              f"{np.array2string(p, precision=3):>40s} {dh:>+8.4f}")
+
+
+def _print_study(summary: dict) -> None:
+    print(f"{'run kind':16s} {'ΔH median':>10s} {'pred. ΔH':>9s} {'condition':>9s} "
+          f"{'test loss (long) median':>24s}  boost r_i")
+    for k, row in summary.items():
+        if not isinstance(row, dict):
+            continue
+        pred = row.get("predicted_entropy_change_median")
+        cond = row.get("condition_met_runs")
+        boost = ", ".join(f"{x:.3f}" for x in row.get("boost_median", []))
+        print(f"{k:16s} {row['entropy_minus_gd_median']:>+10.4f} "
+              f"{'' if pred is None else f'{pred:+.4f}':>9s} {'' if cond is None else cond:>9} "
+              f"{row['test_loss']['long']['median']:>24.5f}  {boost}")
+
+
+def _train(argv) -> int:
+    from .experiment import Figure1Config, format_summary, run_figure1, summarize
+
     parser = _train_parser()
     args = parser.parse_args(argv)
-    from .experiment import Figure1Config, run_figure1, summarize
-
     try:
         cfg = Figure1Config(
             d=args.d, n_context=args.n_context, n_heads=args.heads, rank=args.rank,
-            n_examples=args.n_examples, num_steps=args.steps, n_runs=args.runs,
-            learning_rate=args.lr, init_scale=args.init, rho=args.rho, scale=args.scale,
-            covariance=args.covariance, data_method=args.data,
+            n_examples=args.n_examples, num_steps=args.steps, paper_steps=args.paper_steps,
+            n_runs=args.runs, learning_rate=args.lr, init_scale=args.init, rho=args.rho,
+            scale=args.scale, covariance=args.covariance, data_method=args.data,
             anchor_preprocessing=args.anchor_preprocessing, proxy_steps=args.proxy_steps,
             n_checkpoints=args.checkpoints, upsample_factor=args.factor,
-            cluster_features=args.features, selection=args.selection, seed=args.seed,
-            methods=(OPTIMIZERS[args.optimizer],),
+            cluster_features=args.features, selection=args.selection, log_every=args.log_every,
+            seed=args.seed, methods=(OPTIMIZERS[args.optimizer],),
         )  # fmt: skip
+        if args.data == "wishart" and args.anchor_preprocessing:
+            raise ValueError("`--anchor-preprocessing` needs explicit tokens; add `--data tokens`.")
+        if args.out is not None:
+            from sims.io import ensure_writable
+
+            ensure_writable(args.out, kind="file", arg="--out")
     except (ValueError, TypeError) as err:
-        parser.print_usage(sys.stderr)
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        raise UsageError(_flagify(str(err))) from None
     ds = run_figure1(cfg, progress=not args.no_progress)
     summary = summarize(ds)
-    print(json.dumps({"status": ds.attrs["status"], "timings": ds.attrs["timings"], **summary},
-                     indent=1))  # fmt: skip
+    if args.json:
+        print(json.dumps({"status": ds.attrs["status"], "timings": ds.attrs["timings"],
+                          **summary}, indent=1))  # fmt: skip
+    else:
+        print(format_summary(summary))
+        print(f"status: {ds.attrs['status']}; timings (s): "
+              + ", ".join(f"{k} {v:.1f}" for k, v in ds.attrs["timings"].items()))
     if args.out is not None:
         from sims.io import provenance, write_netcdf
 
         meta = provenance(config=dataclasses.asdict(cfg), seed=cfg.seed, status=ds.attrs["status"])
         write_netcdf(args.out, ds, meta=meta)
-        print(args.out)
+        print(f"wrote {args.out}")
     return 0 if ds.attrs["status"] == "success" else 1
+
+
+def _main(argv) -> int:
+    from sims.extras import exit_on_missing_extra, require
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    with exit_on_missing_extra(PROG):
+        require("jax", what=PROG)
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        if argv and argv[0] in COMMANDS:
+            return _run_product(argv[0], argv[1:])
+        return _train(argv)
+
+
+def main(argv=None) -> int:
+    """Parse ``argv`` and run; returns the exit status.
+
+    Usage errors (and a missing ``jax`` extra) print one line and raise ``SystemExit(2)``;
+    Ctrl-C raises ``SystemExit(130)`` (:func:`sims.cli.run_cli`).
+    """
+    return run_cli(_main, argv, prog=PROG)
 
 
 if __name__ == "__main__":

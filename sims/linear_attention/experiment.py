@@ -1,19 +1,27 @@
-"""Figure 1 experiment: ATTN_S under GD, GD + upsampling and SAM, paired runs (Section 3–5).
+"""Figure 1 experiment: ATTN_S under GD, GD + upsampling and SAM, paired runs (Sections 3–5).
 
-Each run ``r`` draws its own covariance rotation, training set and initialization; the three
-methods share them (paired design). Pipeline per batch of runs:
+Each run ``r`` draws its own covariance rotation, training set and initialization; the methods
+share them (paired design). Pipeline per batch of runs (:func:`prepare_runs`, :func:`select`,
+:func:`run_figure1`):
 
 1. data: ``P`` sequences per run (``"wishart"`` sufficient sampling by default) -> moments;
-2. GD (``n_runs`` runs in one vmapped scan) — it doubles as the upsampling proxy: its
-   parameters at ``n_checkpoints`` evenly spaced steps up to ``proxy_steps`` give per-example
-   loss trajectories (the proxy is the same model trained with GD on the same data from the same
-   initialization, so re-running it would reproduce these exact checkpoints);
+2. the upsampling proxy: GD from the same initialization on the same data for ``proxy_steps``
+   steps (so it is exactly the first ``proxy_steps`` steps of the GD run), whose parameters at
+   ``n_checkpoints`` evenly spaced steps give per-example loss trajectories;
 3. k-means on the trajectories -> hard cluster -> usage counts -> weighted moments;
-4. GD + upsampling from the same initialization, and SAM (eq. 6) with radius ``rho``.
+4. every method from the same initialization: ``gd`` (eq. 2), ``gd_upsample`` (GD on the
+   weighted moments), ``sam`` (eq. 6) and, beyond the paper, ``sam_flow`` (the first-order SAM
+   of eq. 8, Euler steps), ``sam_headwise`` (SAM normalized per head, the paper's C.2
+   reduction; :mod:`sims.linear_attention.sam_variants`) and ``gd_lr_matched`` (GD with the
+   learning rate multiplied by the upsampling's mean signal boost: the control that separates
+   "upsampling helps" from "a bigger step helps").
 
-All three trainings use one compiled SAM step (``rho = 0`` is exactly GD: the perturbation is 0),
-so the whole figure compiles once. Test loss = population loss (an infinite held-out set) unless
-``n_test > 0``.
+Two horizons: the paper's (``paper_steps`` = 10,001) and a long one (``num_steps``, default
+200,001, where every run of every method has learned every feature). Learning times (a
+feature's eigen-component reaches ``fraction`` × its fixed-point value) and drop times (the
+**test** loss crosses the midpoint between consecutive saddle levels) are first passages tracked
+inside the scan at full step resolution; curves are stored every ``log_every`` steps. Test loss =
+population loss (an infinite held-out set) unless ``n_test > 0``.
 """
 
 from __future__ import annotations
@@ -29,9 +37,10 @@ import numpy as np
 import xarray as xr
 
 from .data import make_covariance, sample_dataset
-from .measure import entropies, learning_times, loss_drop_times
+from .measure import entropies, feature_counts, phase_durations
 from .models import AttnSParams, init_params, merged_matrix, output_scale
 from .stats import (
+    ansatz_coefficients,
     eigh_desc,
     empirical_moments,
     fixed_point_components,
@@ -39,11 +48,40 @@ from .stats import (
     saddle_losses,
 )
 from .train import train_runs
-from .upsampling import checkpoint_losses, hard_cluster_spectrum, select_batched
+from .upsampling import (
+    FEATURES,
+    SELECTIONS,
+    checkpoint_losses,
+    condition_scores,
+    select_batched,
+    selection_report,
+)
 
-__all__ = ["Figure1Config", "run_figure1", "METHOD_NAMES", "summarize"]
+__all__ = [
+    "Figure1Config",
+    "METHOD_NAMES",
+    "PAPER_METHODS",
+    "Prepared",
+    "prepare_runs",
+    "select",
+    "run_figure1",
+    "summarize",
+    "ordering_window",
+    "format_summary",
+]
 
-METHOD_NAMES = ("gd", "gd_upsample", "sam")
+#: The paper's three methods (Figure 1 panels).
+PAPER_METHODS = ("gd", "gd_upsample", "sam")
+#: Every method :func:`run_figure1` can run: name -> (optimizer, moments, uses rho).
+METHODS = {
+    "gd": ("gd", "train", False),
+    "gd_upsample": ("gd", "upsampled", False),
+    "sam": ("sam", "train", True),
+    "sam_flow": ("sam_flow", "train", True),
+    "sam_headwise": ("sam_headwise", "train", True),
+    "gd_lr_matched": ("gd", "train", False),
+}
+METHOD_NAMES = tuple(METHODS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,28 +94,30 @@ class Figure1Config:
         n_heads: ``H`` (anchor attnS figure: 5).
         rank: key/query rank ``r`` (1, Lemma 3.1).
         n_examples: training sequences ``P`` (anchor: 80,000).
-        num_steps: full-batch steps (anchor: 10,001).
+        num_steps: full-batch steps of the long horizon (every run learns every feature).
+        paper_steps: the paper's horizon (anchor: 10,001 steps); summaries are given at both.
         n_runs: independent runs per method (paper: 25).
         learning_rate: ``η`` (anchor attnS: 0.02).
-        init_scale: anchor ``--init`` (0.01; std = init/sqrt(numel)).
-        rho: SAM radius; must be below ~√3/2 × the initial weight scale (Theorem 4.4's condition)
-            or SAM never leaves the zero saddle (checked empirically; see the report).
+        init_scale: anchor ``--init`` (0.01); std ``init/√numel`` of the whole ``nn.Linear``,
+            as ``linattn-icl`` (value: ``init/√(H(d+1)²)``; see :func:`models.init_params`).
+        rho: SAM radius (Theorem 4.4's condition is ``ρ < (√3/2) ε``).
         scale: ``"anchor"`` (no 1/N, as linattn-icl; matches its lr/init) or ``"paper"`` (1/N).
         covariance: covariance family (``"linear"``: eigenvalues ∝ 1..d, trace 1).
         data_method: ``"wishart"`` (fast, exact in law) or ``"tokens"``.
         anchor_preprocessing: centre x / whiten w like linattn-icl (needs ``"tokens"``).
-        proxy_steps: proxy budget (default ``num_steps // 3``; the LLM proxy sees 1/3 epoch).
+        proxy_steps: proxy budget (default ``paper_steps // 3``: the LLM proxy sees 1/3 epoch).
         n_checkpoints: proxy checkpoints ``K`` (paper: 5).
         upsample_factor: extra copies of a selected example (paper: 1).
-        cluster_features: ``"trajectory"``, ``"last"`` or ``"relative"``.
-        selection: ``"hard"`` (the method), ``"random"`` or ``"easy"`` (ablations).
+        cluster_features: ``"trajectory"`` (paper), ``"last"``, ``"relative"`` or the
+            scale-free ``"log_ratio"`` (:mod:`sims.linear_attention.upsampling`).
+        selection: ``"hard"`` (the method), ``"random"``, ``"easy"`` or ``"condition"``.
         kmeans_n_init: k-means++ restarts (1 = sklearn's ``n_init="auto"`` for k-means++).
         fraction: learning-time threshold ``c`` (fraction of the fixed-point component).
         n_test: held-out test sequences (0 = population loss).
-        save_every: stride of the saved per-step trajectories.
+        log_every: stride of the stored curves (must divide ``paper_steps - 1``).
         seed: root seed.
-        methods: which of ``("gd", "gd_upsample", "sam")`` to report (GD always runs: it is the
-            upsampling proxy).
+        methods: methods to run (see :data:`METHOD_NAMES`); GD always runs (it is the
+            reference of the paired statistics).
     """
 
     d: int = 4
@@ -85,7 +125,8 @@ class Figure1Config:
     n_heads: int = 5
     rank: int = 1
     n_examples: int = 80_000
-    num_steps: int = 10_001
+    num_steps: int = 200_001
+    paper_steps: int = 10_001
     n_runs: int = 25
     learning_rate: float = 0.02
     init_scale: float = 0.01
@@ -97,18 +138,18 @@ class Figure1Config:
     proxy_steps: int | None = None
     n_checkpoints: int = 5
     upsample_factor: int = 1
-    cluster_features: Literal["trajectory", "last", "relative"] = "trajectory"
-    selection: Literal["hard", "random", "easy"] = "hard"
+    cluster_features: Literal["trajectory", "last", "relative", "log_ratio"] = "trajectory"
+    selection: Literal["hard", "random", "easy", "condition"] = "hard"
     kmeans_n_init: int = 1
     fraction: float = 0.5
     n_test: int = 0
-    save_every: int = 10
+    log_every: int = 50
     seed: int = 0
-    methods: tuple[str, ...] = METHOD_NAMES
+    methods: tuple[str, ...] = PAPER_METHODS
 
     def __post_init__(self):
-        ints = ("d", "n_context", "n_heads", "rank", "num_steps", "n_runs", "n_checkpoints",
-                "save_every")  # fmt: skip
+        ints = ("d", "n_context", "n_heads", "rank", "num_steps", "paper_steps", "n_runs",
+                "n_checkpoints", "log_every")  # fmt: skip
         for name in ints:
             val = getattr(self, name)
             if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
@@ -121,17 +162,39 @@ class Figure1Config:
             raise ValueError(
                 f"`rho` must be finite and >= 0; got {self.rho!r}. rho=0 makes SAM equal GD."
             )
-        if self.init_scale < 0:
+        if not np.isfinite(self.init_scale) or self.init_scale < 0:
             raise ValueError(f"`init_scale` must be >= 0; got {self.init_scale!r}.")
         if self.upsample_factor < 0:
             raise ValueError(f"`upsample_factor` must be >= 0; got {self.upsample_factor!r}.")
+        if self.paper_steps > self.num_steps:
+            raise ValueError(
+                f"`paper_steps` ({self.paper_steps}) must not exceed `num_steps` "
+                f"({self.num_steps})."
+            )
+        if (self.paper_steps - 1) % self.log_every or (self.num_steps - 1) % self.log_every:
+            raise ValueError(
+                f"`log_every` ({self.log_every}) must divide `paper_steps` - 1 "
+                f"({self.paper_steps - 1}) and `num_steps` - 1 ({self.num_steps - 1}), so the "
+                "last step of each horizon is stored."
+            )
         if self.proxy_steps is not None and not 1 <= self.proxy_steps <= self.num_steps:
             raise ValueError(
                 f"`proxy_steps` must be in [1, num_steps={self.num_steps}]; got {self.proxy_steps}."
             )
+        if self.n_checkpoints > self.proxy_budget:
+            raise ValueError(
+                f"`n_checkpoints` ({self.n_checkpoints}) must not exceed the proxy budget "
+                f"({self.proxy_budget} steps)."
+            )
         if not 0 < self.fraction <= 1:
             raise ValueError(f"`fraction` must be in (0, 1]; got {self.fraction!r}.")
-        bad = [m for m in self.methods if m not in METHOD_NAMES]
+        if self.cluster_features not in FEATURES:
+            raise ValueError(
+                f"`cluster_features` must be one of {FEATURES}; got {self.cluster_features!r}."
+            )
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"`selection` must be one of {SELECTIONS}; got {self.selection!r}.")
+        bad = [m for m in self.methods if m not in METHODS]
         if bad or not self.methods:
             raise ValueError(
                 f"`methods` must be a non-empty subset of {METHOD_NAMES}; got {self.methods!r}."
@@ -140,7 +203,12 @@ class Figure1Config:
     @property
     def proxy_budget(self) -> int:
         """Proxy steps actually used."""
-        return self.proxy_steps if self.proxy_steps is not None else max(1, self.num_steps // 3)
+        return self.proxy_steps if self.proxy_steps is not None else max(1, self.paper_steps // 3)
+
+    @property
+    def run_methods(self) -> tuple[str, ...]:
+        """Methods in :data:`METHOD_NAMES` order, GD first (always run)."""
+        return tuple(m for m in METHOD_NAMES if m == "gd" or m in self.methods)
 
     def checkpoint_steps(self) -> np.ndarray:
         """Evenly spaced proxy checkpoints in ``(0, proxy_budget]``."""
@@ -152,213 +220,393 @@ def _stack(items):
     return type(items[0])(*(np.stack(x) for x in zip(*items, strict=False)))
 
 
-def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = False) -> xr.Dataset:
-    """Run the paired GD / GD+upsampling / SAM experiment and return an ``xr.Dataset``.
+@dataclasses.dataclass
+class Prepared:
+    """Per-run data, moments, initializations and reference levels of a batch of runs."""
+
+    config: Figure1Config
+    scale: float
+    covs: list
+    datas: list
+    features: list
+    moments: object
+    test_moments: object
+    params0: object
+    eigvecs: np.ndarray
+    lam: np.ndarray
+    fixed_point: np.ndarray
+    levels: np.ndarray
+
+
+def prepare_runs(cfg: Figure1Config, *, progress=None) -> Prepared:
+    """Sample every run's covariance, training set, test moments and initialization."""
+    from threadpoolctl import threadpool_limits
+
+    s = output_scale(cfg.scale, cfg.n_context)
+    covs, eigs, datas, zs, moms, test_moms, params = [], [], [], [], [], [], []
+    keys = jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.n_runs)
+    with threadpool_limits(1):  # skinny numpy matmuls are slower with BLAS threads
+        for r in range(cfg.n_runs):
+            rs = cfg.seed * 100_003 + r
+            cov = make_covariance(cfg.covariance, cfg.d, seed=rs)
+            data = sample_dataset(
+                cfg.n_examples, cfg.n_context, cov, seed=rs, method=cfg.data_method,
+                anchor_preprocessing=cfg.anchor_preprocessing,
+            )  # fmt: skip
+            covs.append(cov)
+            eigs.append(eigh_desc(cov)[1])
+            datas.append(data)
+            zs.append(data.features())
+            moms.append(empirical_moments(data, scale=s, features=zs[-1]))
+            if cfg.n_test > 0:
+                test = sample_dataset(max(cfg.n_test, 2), cfg.n_context, cov, seed=rs + 7_919_113)
+                test_moms.append(empirical_moments(test, scale=s))
+            else:
+                test_moms.append(population_moments(cov, cfg.n_context, scale=s))
+            params.append(
+                init_params(keys[r], cfg.d, cfg.n_heads, rank=cfg.rank, init_scale=cfg.init_scale)
+            )
+            if progress is not None:
+                progress.update(1)
+    return Prepared(
+        cfg, s, covs, datas, zs, _stack(moms), _stack(test_moms), _stack(params), np.stack(eigs),
+        eigh_desc(covs[0])[0], fixed_point_components(covs[0], cfg.n_context, scale=s),
+        saddle_losses(covs[0], cfg.n_context),
+    )  # fmt: skip
+
+
+def _proxy_losses(prep: Prepared) -> np.ndarray:
+    """``(R, P, K)`` per-example losses of the GD proxy at its checkpoints."""
+    from threadpoolctl import threadpool_limits
+
+    cfg = prep.config
+    ckpts = cfg.checkpoint_steps()
+    every = int(np.gcd.reduce(ckpts))
+    proxy = train_runs(
+        prep.params0, prep.moments, int(ckpts[-1]) + 1, optimizer="gd",
+        learning_rate=cfg.learning_rate, record_every=every, log_every=every,
+        raise_on_failure=False,
+    )  # fmt: skip
+    idx = np.searchsorted(proxy.ds.snapshot_step.values, ckpts)
+    out = []
+    with threadpool_limits(1):
+        for r in range(cfg.n_runs):
+            pk = AttnSParams(
+                jnp.asarray(proxy.ds.v.values[r, idx]),
+                jnp.asarray(proxy.ds.k.values[r, idx]),
+                jnp.asarray(proxy.ds.q.values[r, idx]),
+            )
+            mats = np.asarray(jax.vmap(merged_matrix)(pk))  # (K, d, d)
+            out.append(checkpoint_losses(mats, prep.datas[r], scale=prep.scale,
+                                         features=prep.features[r]))  # fmt: skip
+    return np.stack(out)
+
+
+def select(prep: Prepared, cfg: Figure1Config | None = None, *, losses=None) -> dict:
+    """Upsampling selection of every run: weights, weighted moments and the selection report.
+
+    Args:
+        prep: the prepared runs.
+        cfg: selection settings (``selection``, ``cluster_features``, ``upsample_factor``,
+            ``kmeans_n_init``; default ``prep.config``).
+        losses: precomputed proxy losses ``(R, P, K)`` (reused across selections).
 
     Returns:
-        Dataset with dims ``method, run, step (saved stride), feature, head, level`` holding the
-        loss curves, eigen-components, learning and drop times, entropies, final test losses,
-        hard-cluster statistics and reference levels; config, timings and status in ``attrs``.
+        dict with ``weights`` (list of ``(P,)``), ``moments`` (stacked weighted moments),
+        ``losses``, ``results`` (:class:`UpsampleResult` per run) and ``report`` (a dict of
+        ``(R, ...)`` arrays from :func:`selection_report`, plus ``sigma_ratio (R, d)``: the
+        boost of each feature's ansatz signal ``σ_i`` computed from the weighted moments).
     """
     from threadpoolctl import threadpool_limits
+
+    cfg = prep.config if cfg is None else cfg
+    losses = _proxy_losses(prep) if losses is None else losses
+    scores = None
+    if cfg.selection == "condition":
+        scores = np.stack([condition_scores(d) for d in prep.datas])
+    ups = select_batched(
+        losses, cfg.seed * 1000 + np.arange(cfg.n_runs), selection=cfg.selection,
+        factor=cfg.upsample_factor, features=cfg.cluster_features, n_init=cfg.kmeans_n_init,
+        scores=scores,
+    )  # fmt: skip
+    weights = [u.weights for u in ups]
+    reports, moms, ratios = [], [], []
+    with threadpool_limits(1):
+        for r in range(cfg.n_runs):
+            reports.append(
+                selection_report(prep.datas[r], ups[r].selected, factor=cfg.upsample_factor)
+            )
+            m_w = empirical_moments(prep.datas[r], weights[r], scale=prep.scale,
+                                    features=prep.features[r])  # fmt: skip
+            moms.append(m_w)
+            base = type(m_w)(*(np.asarray(x)[r] for x in prep.moments))
+            ratios.append(
+                ansatz_coefficients(m_w, prep.eigvecs[r])[0]
+                / ansatz_coefficients(base, prep.eigvecs[r])[0]
+            )
+    report = {k: np.array([rep[k] for rep in reports]) for k in reports[0]}
+    report["hard_fraction"] = np.array([u.cluster.hard_fraction for u in ups])
+    report["sigma_ratio"] = np.array(ratios)
+    return {"weights": weights, "moments": _stack(moms), "losses": losses, "results": ups,
+            "report": report}  # fmt: skip
+
+
+def _train_method(prep: Prepared, name: str, moments, *, lr_factor: float | np.ndarray = 1.0):
+    cfg = prep.config
+    optimizer, _, uses_rho = METHODS[name]
+    mids = 0.5 * (prep.levels[:-1] + prep.levels[1:])
+    return train_runs(
+        prep.params0, moments, cfg.num_steps, optimizer=optimizer,
+        learning_rate=cfg.learning_rate * np.asarray(lr_factor),
+        rho=cfg.rho if uses_rho else 0.0, test_moments=prep.test_moments,
+        eigvecs=prep.eigvecs, record_every=_record_every(cfg.num_steps, cfg.log_every),
+        log_every=cfg.log_every,
+        component_targets=cfg.fraction * prep.fixed_point, loss_levels=mids,
+        raise_on_failure=False,
+    )  # fmt: skip
+
+
+def _record_every(num_steps: int, log_every: int, n_snapshots: int = 20) -> int:
+    """A snapshot stride (multiple of ``log_every``) giving about ``n_snapshots`` snapshots.
+
+    The scan runs whole snapshot blocks, so the stride also bounds the wasted steps past
+    ``num_steps`` (at most one stride).
+    """
+    n_log = -(-num_steps // log_every)
+    return log_every * max(1, -(-n_log // n_snapshots))
+
+
+def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = False) -> xr.Dataset:
+    """Run the paired experiment and return an ``xr.Dataset``.
+
+    Returns:
+        Dataset with dims ``method, run, step (stored every log_every), feature, level,
+        horizon`` holding the test/train loss curves, eigen-components, learning and drop times,
+        losses and feature counts at both horizons, the selection report and reference levels;
+        config, timings and status in ``attrs``.
+    """
     from tqdm.auto import tqdm
 
     cfg = config
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    s = output_scale(cfg.scale, cfg.n_context)
-    bar = tqdm(total=cfg.n_runs + 3, desc="figure1", disable=not progress, leave=False)
-    covs, eigs, datas, zs, moms, test_moms, params = [], [], [], [], [], [], []
-    keys = jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.n_runs)
-    blas1 = threadpool_limits(1)  # skinny numpy matmuls are slower with BLAS threads
-    for r in range(cfg.n_runs):
-        rs = cfg.seed * 100_003 + r
-        cov = make_covariance(cfg.covariance, cfg.d, seed=rs)
-        data = sample_dataset(
-            cfg.n_examples, cfg.n_context, cov, seed=rs, method=cfg.data_method,
-            anchor_preprocessing=cfg.anchor_preprocessing,
-        )  # fmt: skip
-        covs.append(cov)
-        eigs.append(eigh_desc(cov)[1])
-        datas.append(data)
-        zs.append(data.features())
-        moms.append(empirical_moments(data, scale=s, features=zs[-1]))
-        if cfg.n_test > 0:
-            test = sample_dataset(max(cfg.n_test, 2), cfg.n_context, cov, seed=rs + 7_919_113)
-            test_moms.append(empirical_moments(test, scale=s))
-        else:
-            test_moms.append(population_moments(cov, cfg.n_context, scale=s))
-        params.append(
-            init_params(keys[r], cfg.d, cfg.n_heads, rank=cfg.rank, init_scale=cfg.init_scale)
-        )
-        bar.update(1)
-    blas1.unregister()
-    moments, test_moments, p0 = _stack(moms), _stack(test_moms), _stack(params)
-    eigvecs = np.stack(eigs)
+    methods = cfg.run_methods
+    bar = tqdm(total=cfg.n_runs + 1 + len(methods), desc="figure1", disable=not progress,
+               leave=False)  # fmt: skip
+    prep = prepare_runs(cfg, progress=bar)
     timings["data_s"] = time.perf_counter() - t0
-
-    ckpts = cfg.checkpoint_steps()
-    record_every = int(np.gcd.reduce(np.concatenate([ckpts, [cfg.save_every]])))
-    common = dict(
-        optimizer="sam", learning_rate=cfg.learning_rate, test_moments=test_moments,
-        eigvecs=eigvecs, record_every=record_every, raise_on_failure=False,
-    )  # fmt: skip
     t1 = time.perf_counter()
-    res_gd = train_runs(p0, moments, cfg.num_steps, rho=0.0, **common)
+    sel = select(prep)
     bar.update(1)
-    timings["train_gd_s"] = time.perf_counter() - t1
-
-    # Upsampling: proxy = the GD run's checkpoints.
-    t1 = time.perf_counter()
-    snap = res_gd.ds.snapshot_step.values
-    idx = np.searchsorted(snap, ckpts)
-    all_losses = []
-    blas1 = threadpool_limits(1)
-    for r in range(cfg.n_runs):
-        pk = AttnSParams(
-            jnp.asarray(res_gd.ds.v.values[r, idx]),
-            jnp.asarray(res_gd.ds.k.values[r, idx]),
-            jnp.asarray(res_gd.ds.q.values[r, idx]),
-        )
-        mats = np.asarray(jax.vmap(merged_matrix)(pk))  # (K, d, d)
-        all_losses.append(checkpoint_losses(mats, datas[r], scale=s, features=zs[r]))
-    ups = select_batched(
-        np.stack(all_losses), cfg.seed * 1000 + np.arange(cfg.n_runs), selection=cfg.selection,
-        factor=cfg.upsample_factor, features=cfg.cluster_features, n_init=cfg.kmeans_n_init,
-    )  # fmt: skip
-    weights = [u.weights for u in ups]
-    hard_frac = [u.cluster.hard_fraction for u in ups]
-    sel_frac = [float(u.selected.mean()) for u in ups]
-    specs = [hard_cluster_spectrum(datas[r], ups[r].cluster.hard_mask) for r in range(cfg.n_runs)]
-    xq_ratio = [sp["xq_ratio"] for sp in specs]
-    beta_ratio = [sp["beta_ratio"] for sp in specs]
-    up_moments = _stack(
-        [
-            empirical_moments(datas[r], weights[r], scale=s, features=zs[r])
-            for r in range(cfg.n_runs)
-        ]
-    )
-    blas1.unregister()
     timings["select_s"] = time.perf_counter() - t1
-
-    results = {"gd": res_gd}
-    if "gd_upsample" in cfg.methods:  # proxy selection only needed here
+    boost = sel["report"]["sigma_ratio"].mean(axis=1)  # (R,) mean signal boost of the selection
+    results = {}
+    for m in methods:
         t1 = time.perf_counter()
-        results["gd_upsample"] = train_runs(p0, up_moments, cfg.num_steps, rho=0.0, **common)
-        timings["train_gd_upsample_s"] = time.perf_counter() - t1
-    bar.update(1)
-    if "sam" in cfg.methods:
-        t1 = time.perf_counter()
-        results["sam"] = train_runs(p0, moments, cfg.num_steps, rho=cfg.rho, **common)
-        timings["train_sam_s"] = time.perf_counter() - t1
-    bar.update(1)
+        moments = sel["moments"] if METHODS[m][1] == "upsampled" else prep.moments
+        factor = boost if m == "gd_lr_matched" else 1.0
+        results[m] = _train_method(prep, m, moments, lr_factor=factor)
+        timings[f"train_{m}_s"] = time.perf_counter() - t1
+        bar.update(1)
     bar.close()
     timings["total_s"] = time.perf_counter() - t0
-    methods = [m for m in METHOD_NAMES if m in cfg.methods]
-    lam = eigh_desc(covs[0])[0]
-    fp = fixed_point_components(covs[0], cfg.n_context, scale=s)
-    levels = saddle_losses(covs[0], cfg.n_context)
-    stride = cfg.save_every
-    steps = np.arange(0, cfg.num_steps, stride)
-
-    def stacked(name):
-        return np.stack([results[m].ds[name].values for m in methods])
-
-    train_l, test_l, comp = stacked("train_loss"), stacked("test_loss"), stacked("component")
-    lt = learning_times(comp, fp, fraction=cfg.fraction)  # (method, run, feature)
-    dt = loss_drop_times(train_l, levels)
-    ds = xr.Dataset(
-        {
-            "train_loss": (("method", "run", "step"), train_l[:, :, ::stride]),
-            "test_loss": (("method", "run", "step"), test_l[:, :, ::stride]),
-            "component": (("method", "run", "step", "feature"), comp[:, :, ::stride]),
-            "final_train_loss": (("method", "run"), train_l[:, :, -1]),
-            "final_test_loss": (("method", "run"), test_l[:, :, -1]),
-            "learning_time": (("method", "run", "feature"), lt),
-            "drop_time": (("method", "run", "feature"), dt),
-            "final_v": (("method", "run", "head"), stacked("final_v")),
-            "n_completed": (("method", "run"), stacked("n_completed")),
-            "hard_fraction": (("run",), np.array(hard_frac)),
-            "selected_fraction": (("run",), np.array(sel_frac)),
-            "hard_xq_ratio": (("run", "feature"), np.array(xq_ratio)),
-            "hard_beta_ratio": (("run", "feature"), np.array(beta_ratio)),
-            "eigenvalue": (("feature",), lam),
-            "fixed_point_component": (("feature",), fp),
-            "saddle_level": (("level",), levels),
-            "checkpoint_step": (("checkpoint",), ckpts),
-        },
-        coords={
-            "method": methods,
-            "run": np.arange(cfg.n_runs),
-            "step": steps,
-            "feature": np.arange(cfg.d),
-            "head": np.arange(cfg.n_heads),
-            "level": np.arange(cfg.d + 1),
-        },
-    )
-    n_feat = _common_learned(lt)
-    ds["entropy"] = (
-        ("method", "run"),
-        entropies(lt, n_feat) if n_feat else np.full(lt.shape[:2], np.nan),
-    )
-    ds["drop_entropy"] = (
-        ("method", "run"),
-        entropies(dt, _common_learned(dt))
-        if _common_learned(dt)
-        else np.full(lt.shape[:2], np.nan),
-    )
+    ds = _assemble(prep, results, sel["report"], boost)
     statuses = {m: results[m].status for m in methods}
     ds.attrs.update(
         {
             "config": dataclasses.asdict(cfg),
             "timings": timings,
-            "entropy_n_features": n_feat,
-            "drop_entropy_n_features": _common_learned(dt),
             "status": "success" if all(v == "success" for v in statuses.values()) else "failed",
             "messages": {m: results[m].message for m in methods},
-            "output_scale": s,
+            "output_scale": prep.scale,
         }
     )
     return ds
 
 
-def _common_learned(times) -> int:
-    """Largest ``M`` such that every run of every method learned features ``0..M-1``."""
-    ok = np.all(np.isfinite(times), axis=(0, 1))
-    return int(np.argmin(ok)) if not np.all(ok) else int(ok.size)
+def _assemble(prep: Prepared, results: dict, report: dict, boost) -> xr.Dataset:
+    cfg = prep.config
+    methods = list(results)
+
+    def stacked(name):
+        return np.stack([results[m].ds[name].values for m in methods])
+
+    steps = results[methods[0]].ds.step.values
+    test_l = stacked("test_loss")
+    lt = stacked("first_component_step")  # (method, run, feature)
+    dt = stacked("first_test_below")
+    horizons = np.array([cfg.paper_steps, cfg.num_steps])
+    at = np.searchsorted(steps, horizons - 1)
+    d = cfg.d
+    coeffs = np.array([
+        ansatz_coefficients(type(prep.moments)(*(np.asarray(x)[r] for x in prep.moments)),
+                            prep.eigvecs[r])
+        for r in range(cfg.n_runs)
+    ])  # (R, 2, d): the runs' training-moment σ_i, κ_i (theory.sam_saddle)
+    data = {
+        "train_loss": (("method", "run", "step"), stacked("train_loss")),
+        "test_loss": (("method", "run", "step"), test_l),
+        "component": (("method", "run", "step", "feature"), stacked("component")),
+        "final_train_loss": (("method", "run"), stacked("final_train_loss")),
+        "final_test_loss": (("method", "run"), stacked("final_test_loss")),
+        "test_loss_at": (("method", "run", "horizon"), test_l[:, :, at]),
+        "learning_time": (("method", "run", "feature"), lt),
+        "drop_time": (("method", "run", "feature"), dt),
+        "n_learned": (("method", "run", "horizon"),
+                      np.stack([feature_counts(lt, h) for h in horizons], axis=-1)),
+        "grad_norm": (("method", "run", "step"), stacked("grad_norm")),
+        "final_v": (("method", "run", "head"), stacked("final_v")),
+        "final_k": (("method", "run", "head", "rank", "dim"), stacked("final_k")),
+        "final_q": (("method", "run", "head", "rank", "dim"), stacked("final_q")),
+        "eigvecs": (("run", "dim", "feature"), prep.eigvecs),
+        "ansatz_sigma": (("run", "feature"), coeffs[:, 0]),
+        "ansatz_kappa": (("run", "feature"), coeffs[:, 1]),
+        "n_completed": (("method", "run"), stacked("n_completed")),
+        "learning_rate": (("method", "run"), stacked("learning_rate")),
+        "lr_boost": (("run",), np.asarray(boost)),
+        "eigenvalue": (("feature",), prep.lam),
+        "fixed_point_component": (("feature",), prep.fixed_point),
+        "saddle_level": (("saddle",), prep.levels),
+        "checkpoint_step": (("checkpoint",), cfg.checkpoint_steps()),
+        "horizon_step": (("horizon",), horizons),
+    }  # fmt: skip
+    for key, val in report.items():
+        arr = np.asarray(val)
+        dims = ("run",) if arr.ndim == 1 else ("run", "feature")
+        data[f"sel_{key}"] = (dims, arr)
+    ds = xr.Dataset(
+        data,
+        coords={
+            "method": methods, "run": np.arange(cfg.n_runs), "step": steps,
+            "feature": np.arange(d), "head": np.arange(cfg.n_heads), "dim": np.arange(d),
+            "saddle": np.arange(d + 1), "horizon": ["paper", "long"],
+        },
+    )  # fmt: skip
+    ds["entropy"] = (("method", "run"), entropies(lt))
+    ds["drop_entropy"] = (("method", "run"), entropies(dt))
+    ds["phase"] = (("method", "run", "feature"), phase_durations(lt))
+    return ds
+
+
+def _stats(x) -> dict:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    if not x.size:
+        return {"n": 0, "median": None, "mean": None, "q25": None, "q75": None}
+    q25, med, q75 = np.quantile(x, [0.25, 0.5, 0.75])
+    return {"n": int(x.size), "median": float(med), "mean": float(x.mean()), "q25": float(q25),
+            "q75": float(q75), "min": float(x.min()), "max": float(x.max())}  # fmt: skip
+
+
+def ordering_window(ds: xr.Dataset, *, statistic: str = "median") -> dict:
+    """Steps at which each method's median (or mean) test loss is below GD's.
+
+    Returns ``{method: [[start, end], ...]}`` of stored steps (intervals where the method's
+    statistic over runs is strictly below GD's), for every method other than GD.
+    """
+    if statistic not in ("median", "mean"):
+        raise ValueError(f"`statistic` must be 'median' or 'mean'; got {statistic!r}.")
+    f = np.median if statistic == "median" else np.mean
+    curves = f(ds.test_loss.values, axis=1)  # (method, step)
+    steps = ds.step.values
+    gd = curves[list(ds.method.values).index("gd")]
+    out = {}
+    for i, m in enumerate(ds.method.values):
+        if m == "gd":
+            continue
+        below = curves[i] < gd
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], below.astype(int), [0]])))
+        out[str(m)] = [[int(steps[a]), int(steps[b - 1])] for a, b in zip(edges[::2], edges[1::2],
+                                                                          strict=True)]
+    return out
 
 
 def summarize(ds: xr.Dataset) -> dict:
-    """Per-method medians/quartiles of the final test loss, learning times and entropies.
+    """Per method and horizon: feature counts, test loss statistics, entropies, phase ratios.
 
-    Entropies are reported for the first ``M`` features (``M = 2..d``) over the runs in which
-    every method learned those ``M`` features (paired), with the number of such runs and the
-    fraction of those runs whose entropy exceeds the first method's (GD) on the same run.
+    For each horizon (``paper``: the paper's 10,001 steps; ``long``) and method:
+    ``runs_with_n_features`` (how many runs have learned exactly 0..d features), the median,
+    mean and quartiles of the test loss, and the entropy of the learning times of all ``d``
+    features over the runs that learned them all (with its paired difference to GD). Also,
+    per method: median learning times, median phase ratios to GD (paired, runs that learned all
+    features under both), the drop-time entropy, and the steps where the method's median/mean
+    test loss is below GD's.
     """
-    lt_all = ds.learning_time.values  # (method, run, feature)
-    out: dict = {"hard_fraction_mean": float(ds.hard_fraction.mean())}
-    out["hard_xq_ratio_mean"] = ds.hard_xq_ratio.values.mean(0).tolist()
-    out["hard_beta_ratio_mean"] = ds.hard_beta_ratio.values.mean(0).tolist()
-    for i, m in enumerate(ds.method.values):
-        f = ds.final_test_loss.values[i]
-        lt = lt_all[i]
-        row = {
-            "median_test_loss": float(np.median(f)),
-            "test_loss_quartiles": np.quantile(f, [0.25, 0.75]).tolist(),
-            "mean_features_learned": float(np.isfinite(lt).sum(-1).mean()),
-            "median_learning_time": [
-                float(np.nanmedian(lt[:, j])) if np.any(np.isfinite(lt[:, j])) else None
-                for j in range(lt.shape[1])
-            ],
-        }
-        for n_feat in range(2, lt.shape[1] + 1):
-            ok = np.all(np.isfinite(lt_all[:, :, :n_feat]), axis=(0, 2))  # paired runs
-            ent = entropies(lt[ok], n_feat) if ok.any() else np.array([])
-            ref = entropies(lt_all[0][ok], n_feat) if ok.any() else np.array([])
-            row[f"entropy_first{n_feat}"] = {
-                "median": float(np.median(ent)) if ent.size else None,
-                "n_runs": int(ok.sum()),
-                "frac_runs_above_first_method": float(np.mean(ent > ref)) if ent.size else None,
+    methods = [str(m) for m in ds.method.values]
+    d = ds.feature.size
+    gd_i = methods.index("gd")
+    lt = ds.learning_time.values
+    out: dict = {"horizons": {h: int(s) for h, s in zip(ds.horizon.values,
+                                                        ds.horizon_step.values, strict=True)}}
+    rep = {k[4:]: ds[k].values for k in ds.data_vars if k.startswith("sel_")}
+    out["selection"] = {k: (np.nanmean(v, axis=0).tolist() if v.ndim > 1 else float(np.mean(v)))
+                        for k, v in rep.items()}  # fmt: skip
+    out["lr_boost_mean"] = float(ds.lr_boost.mean())
+    for i, m in enumerate(methods):
+        row: dict = {}
+        for j, h in enumerate(ds.horizon.values):
+            hstep = int(ds.horizon_step.values[j])
+            n = ds.n_learned.values[i, :, j]
+            full = np.all(lt[i] < hstep, axis=1)
+            ent = np.where(full, ds.entropy.values[i], np.nan)
+            both = full & np.all(lt[gd_i] < hstep, axis=1)
+            diff = ds.entropy.values[i][both] - ds.entropy.values[gd_i][both]
+            row[str(h)] = {
+                "runs_with_n_features": np.bincount(n, minlength=d + 1).tolist(),
+                "test_loss": _stats(ds.test_loss_at.values[i, :, j]),
+                "entropy_all_features": _stats(ent),
+                "entropy_minus_gd": {**_stats(diff), "frac_positive": float(np.mean(diff > 0))
+                                     if diff.size else None},  # fmt: skip
             }
-        out[str(m)] = row
+        ok = np.all(np.isfinite(lt[i]) & np.isfinite(lt[gd_i]), axis=1)
+        ph = ds.phase.values
+        ratio = ph[i][ok] / ph[gd_i][ok]
+        row["median_learning_time"] = [
+            float(np.nanmedian(lt[i, :, k])) if np.any(np.isfinite(lt[i, :, k])) else None
+            for k in range(d)
+        ]
+        row["median_phase_ratio_to_gd"] = np.median(ratio, axis=0).tolist() if ok.any() else None
+        row["median_time_ratio_to_gd"] = (
+            np.median(lt[i][ok] / lt[gd_i][ok], axis=0).tolist() if ok.any() else None
+        )
+        row["drop_entropy"] = _stats(ds.drop_entropy.values[i])
+        out[m] = row
+    out["window_median_below_gd"] = ordering_window(ds, statistic="median")
+    out["window_mean_below_gd"] = ordering_window(ds, statistic="mean")
     return json.loads(json.dumps(out))
+
+
+def format_summary(summary: dict) -> str:
+    """A plain-text table of :func:`summarize` (one row per method and horizon)."""
+    lines = []
+    head = (f"{'method':14s} {'horizon':>8s} {'runs with 0..d features':>24s} "
+            f"{'test loss median':>16s} {'mean':>8s} {'IQR':>19s} {'entropy(all t_i)':>16s}")
+    lines.append(head)
+    lines.append("-" * len(head))
+    for m, row in summary.items():
+        if not isinstance(row, dict) or not isinstance(row.get("paper"), dict):
+            continue
+        for h in ("paper", "long"):
+            r = row[h]
+            tl, en = r["test_loss"], r["entropy_all_features"]
+            ent = f"{en['median']:.4f} (n={en['n']})" if en["n"] else "n/a (n=0)"
+            counts = "/".join(map(str, r["runs_with_n_features"]))
+            iqr = f"[{tl['q25']:.5f}, {tl['q75']:.5f}]"
+            lines.append(f"{m:14s} {summary['horizons'][h]:>8d} {counts:>24s} "
+                         f"{tl['median']:>16.5f} {tl['mean']:>8.5f} {iqr:>19s} {ent:>16s}")
+    lines.append("")
+    for m, row in summary.items():
+        if isinstance(row, dict) and row.get("median_phase_ratio_to_gd") and m != "gd":
+            ph = ", ".join(f"{x:.3f}" for x in row["median_phase_ratio_to_gd"])
+            lines.append(f"{m:14s} median phase ratio to GD (paired): {ph}")
+    sel = summary.get("selection", {})
+    if sel:
+        lines.append(f"upsampling selection: {sel.get('fraction', float('nan')):.3f} of the data, "
+                     f"target size ×{sel.get('target_ratio', float('nan')):.2f}, signal boost r_i "
+                     + ", ".join(f"{x:.3f}" for x in sel.get("sigma_ratio", [])))  # fmt: skip
+    for stat in ("median", "mean"):
+        win = summary.get(f"window_{stat}_below_gd", {})
+        for m in ("gd_upsample", "sam"):
+            if m in win:
+                lines.append(f"steps where the {stat} test loss of {m} is below GD's: {win[m]}")
+    return "\n".join(lines)

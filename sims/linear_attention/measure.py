@@ -8,6 +8,10 @@
   consecutive saddle levels ``L(M_{i-1})`` and ``L(M_i)``.
 * :func:`time_entropy`: Shannon entropy of the sum-normalized times (eq. 11), via
   :func:`sims.entropy.shannon_entropy`; NaN when any time is missing (feature never learned).
+  It is scale-free (``c·t`` has the entropy of ``t``) but not shift-free: times are counted from
+  step 0, the common start of Theorem 4.4.
+* :func:`phase_durations`: ``t_i − t_{i−1}`` (``t_0 = 0``), the plateau-plus-drop durations.
+* :func:`feature_counts`: how many features a run has learned by a horizon.
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ import numpy as np
 
 from sims.entropy import shannon_entropy
 
-__all__ = ["learning_times", "loss_drop_times", "time_entropy", "entropies", "quantiles"]
+__all__ = [
+    "learning_times",
+    "loss_drop_times",
+    "time_entropy",
+    "entropies",
+    "phase_durations",
+    "feature_counts",
+    "quantiles",
+]
 
 
 def learning_times(components, targets, *, fraction: float = 0.5) -> np.ndarray:
@@ -66,7 +78,8 @@ def time_entropy(times) -> float:
     t = np.asarray(times, dtype=float)
     if t.size == 0 or np.any(~np.isfinite(t)):
         return float("nan")
-    t = t + 1.0  # step index -> number of steps taken (avoids a zero time at step 0)
+    if np.any(t < 0) or t.sum() <= 0:
+        raise ValueError(f"`times` must be >= 0 with a positive sum; got {t.tolist()}.")
     return float(shannon_entropy(t))
 
 
@@ -77,6 +90,19 @@ def entropies(times, n_features: int | None = None) -> np.ndarray:
         t = t[..., :n_features]
     flat = t.reshape(-1, t.shape[-1])
     return np.array([time_entropy(row) for row in flat]).reshape(t.shape[:-1])
+
+
+def phase_durations(times) -> np.ndarray:
+    """``t_i − t_{i−1}`` along the last axis with ``t_0 = 0`` (NaN propagates)."""
+    t = np.asarray(times, dtype=float)
+    return np.diff(t, axis=-1, prepend=0.0)
+
+
+def feature_counts(times, horizon: int) -> np.ndarray:
+    """Number of features learned before step ``horizon`` (``times < horizon``; NaN = never)."""
+    t = np.asarray(times, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return np.sum(np.isfinite(t) & (t < horizon), axis=-1)
 
 
 def quantiles(x, qs=(0.25, 0.5, 0.75)) -> np.ndarray:

@@ -89,10 +89,14 @@ def init_params(
     rank: int = 1,
     init_scale: float = 0.01,
 ) -> AttnSParams | AttnMParams:
-    """Small Gaussian initialization (anchor-like: std = ``init_scale / sqrt(numel)``).
+    """Small Gaussian initialization, as Zhang et al.'s ``linattn-icl`` (``net.py``) does.
 
-    ``numel`` is the size of the full weight matrix the block lives in: ``H r (d+1)`` for the
-    key and query of ATTN_S, ``H (d+1)²`` for ATTN_M's ``U`` and ``H (d+1)`` for the value row.
+    ATTN_S (``Attention_Separate._init_weights``): every weight is ``N(0, (init/√numel)²)``
+    with ``numel`` the size of the whole ``nn.Linear`` the block lives in: ``H r (d+1)`` for
+    the key and query, and ``H (d+1)²`` for the value (``value`` maps ``d+1`` to ``H (d+1)``);
+    ``v_h`` is the ``(d+1, d+1)`` entry of head ``h``'s value block, so its std is
+    ``init / √(H (d+1)²)`` (``0.01/√125`` at the anchor's d = 4, H = 5).
+    ATTN_M (``Attention_Merge._init_weights``): every weight is ``N(0, init²)`` (no ``numel``).
 
     Raises:
         ValueError: for ``n_heads < 1``, ``d < 1``, ``rank < 1``, ``init_scale < 0`` or an unknown
@@ -104,14 +108,15 @@ def init_params(
     if not np.isfinite(init_scale) or init_scale < 0:
         raise ValueError(f"`init_scale` must be finite and >= 0; got {init_scale!r}.")
     kv, kk, kq = jax.random.split(key, 3)
-    v = jax.random.normal(kv, (n_heads,)) * init_scale / np.sqrt(n_heads * (d + 1))
     if model == "attn_s":
+        v = jax.random.normal(kv, (n_heads,)) * init_scale / np.sqrt(n_heads * (d + 1) ** 2)
         std = init_scale / np.sqrt(n_heads * rank * (d + 1))
         k = jax.random.normal(kk, (n_heads, rank, d)) * std
         q = jax.random.normal(kq, (n_heads, rank, d)) * std
         return AttnSParams(v, k, q)
     if model == "attn_m":
-        u = jax.random.normal(kk, (n_heads, d, d)) * init_scale / np.sqrt(n_heads * (d + 1) ** 2)
+        v = jax.random.normal(kv, (n_heads,)) * init_scale
+        u = jax.random.normal(kk, (n_heads, d, d)) * init_scale
         return AttnMParams(v, u)
     raise ValueError(f"`model` must be one of {MODELS}; got {model!r}.")
 

@@ -40,6 +40,7 @@ __all__ = [
     "fixed_point_components",
     "fixed_point_values",
     "saddle_losses",
+    "ansatz_coefficients",
 ]
 
 
@@ -145,3 +146,33 @@ def saddle_losses(cov, n_context: int) -> np.ndarray:
     lam, _ = eigh_desc(cov)
     drops = lam / (1.0 + (1.0 + np.sum(lam) / lam) / n_context)
     return np.sum(lam) - np.concatenate([[0.0], np.cumsum(drops)])
+
+
+def ansatz_coefficients(moments: Moments, eigvecs) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficients of the ansatz value ODE ``τ v̇_i = σ_i v_i² − κ_i v_i⁵`` for any moments.
+
+    On the ansatz ``k_i = q_i = v_i e_i`` the merged matrix has ``M = v_i³ e_i e_iᵀ``, so with
+    ``f_i = vec(e_i e_iᵀ)`` the loss is ``c0 − 2 v³ f_i·b + v⁶ f_iᵀ A f_i`` and
+    ``−½ ∂L/∂v = σ_i v² − κ_i v⁵`` with ``σ_i = f_i·b`` (the feature's *signal*) and
+    ``κ_i = f_iᵀ A f_i``. Population moments give ``σ_i = s λ_i²``, ``κ_i = s² λ_i a_i``
+    (App. C.2); weighted (upsampled) moments give the effective rates of
+    :mod:`theory.upsampling`.
+
+    Args:
+        moments: (weighted) :class:`Moments` with the output scale folded in.
+        eigvecs: ``(d, d)`` eigenvectors (columns) in the order of the features.
+
+    Returns:
+        ``sigma (d,)`` and ``kappa (d,)``.
+    """
+    e = np.asarray(eigvecs, dtype=float)
+    d = e.shape[0]
+    f = np.einsum("ia,ja->aij", e, e).reshape(d, d * d)  # rows vec(e_a e_aᵀ), row-major
+    b = np.asarray(moments.b, dtype=float)
+    a = np.asarray(moments.A, dtype=float)
+    if b.shape != (d * d,) or a.shape != (d * d, d * d):
+        raise ValueError(
+            f"`moments` must be unbatched with b ({d * d},) and A ({d * d}, {d * d}) for "
+            f"eigvecs of size {d}; got b {b.shape}, A {a.shape}."
+        )
+    return f @ b, np.einsum("ak,kl,al->a", f, a, f)

@@ -7,12 +7,14 @@ jitted scan. A step costs O(d⁴ + H d²) (the loss is the quadratic form of
 optax-style transformation from :data:`sims.optim.METHODS` (``gd``, ``sam``, ``sam_flow``): one
 ``update`` = one optimizer step, so step counts compare 1:1 between GD and SAM.
 
-Recorded per step: training loss ``L(w_t)`` (before the update of step ``t``, as in the anchor's
-loop), test loss and the eigen-components ``e_iᵀ M(w_t) e_i`` of the merged matrix; parameters
-every ``record_every`` steps. A non-finite loss, gradient or parameter stops that run (its
-parameters are frozen and the rest of its trajectory is NaN); :func:`train_runs` then reports
-the step and parameter and raises :class:`TrainingDivergedError` (carrying the partial result)
-unless ``raise_on_failure=False``.
+Recorded every ``log_every`` steps: training loss ``L(w_t)`` (before the update of step ``t``, as
+in the anchor's loop), test loss and the eigen-components ``e_iᵀ M(w_t) e_i`` of the merged
+matrix; parameters every ``record_every`` steps. First passages (the step at which a component
+reaches a target, or the test loss falls below a level) and the last step's losses are tracked
+inside the scan at full step resolution, so long horizons need not store every step. A
+non-finite loss, gradient or parameter stops that run (its parameters are frozen and the rest
+of its trajectory is NaN); :func:`train_runs` then reports the step and parameter and raises
+:class:`TrainingDivergedError` (carrying the partial result) unless ``raise_on_failure=False``.
 """
 
 from __future__ import annotations
@@ -27,9 +29,8 @@ import numpy as np
 import optax
 import xarray as xr
 
-from sims.optim import METHODS
-
 from .models import AttnMParams, AttnSParams, merged_matrix
+from .sam_variants import METHODS
 from .stats import Moments, loss
 
 __all__ = ["TrainResult", "TrainingDivergedError", "train_runs", "train", "integrate_flow"]
@@ -54,8 +55,10 @@ class TrainResult:
         n_steps: steps requested.
         n_completed: ``(run,)`` steps completed before a failure (``n_steps`` when none).
         ds: ``xr.Dataset`` with ``train_loss (run, step)``, ``test_loss (run, step)``,
-            ``component (run, step, feature)``, ``v (run, snapshot, head)``, key/query or ``u``
-            snapshots, ``final_*`` parameters; config in ``attrs``.
+            ``component (run, step, feature)``, ``grad_norm (run, step)`` (``‖∇L‖₂`` of the
+            training loss), ``first_component_step``, ``first_test_below``,
+            ``v (run, snapshot, head)``, key/query or ``u`` snapshots, ``final_*`` parameters;
+            config in ``attrs``.
     """
 
     status: str
@@ -83,17 +86,19 @@ def _leaf_names(params) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled(optimizer: str, num_steps: int, record_every: int, param_type: type):
+def _compiled(optimizer: str, num_steps: int, record_every: int, log_every: int,
+              param_type: type):  # fmt: skip
+    logs_per_rec = record_every // log_every
     n_rec = -(-num_steps // record_every)
 
-    def run(params0, moments, test_moments, eigvecs, lr, rho):
+    def run(params0, moments, test_moments, eigvecs, lr, rho, comp_thr, loss_thr):
         loss_fn = functools.partial(_loss, moments=moments)
         grad_fn = jax.grad(loss_fn)
         opt = METHODS[optimizer](lr, rho)
         state0 = opt.init(params0)
 
         def step(carry, t):
-            params, state, ok, fail_step, fail_leaf = carry
+            params, state, ok, fail_step, fail_leaf, hit_c, hit_l, last = carry
             value, grads = jax.value_and_grad(loss_fn)(params)
             test_value = _loss(params, test_moments)
             m = merged_matrix(params)
@@ -108,34 +113,51 @@ def _compiled(optimizer: str, num_steps: int, record_every: int, param_type: typ
             )
             finite = jnp.isfinite(value) & jnp.all(leaf_ok)
             active = t < num_steps
-            newly_bad = ok & active & ~finite
+            valid = ok & active  # this step's values belong to the trajectory
+            # first passages (exact step resolution, whatever the logging stride)
+            hit_c = jnp.where((hit_c < 0) & valid & (comp >= comp_thr), t, hit_c)
+            hit_l = jnp.where((hit_l < 0) & valid & (test_value <= loss_thr), t, hit_l)
+            last = jnp.where(valid, jnp.stack([value, test_value]), last)
+            newly_bad = valid & ~finite
             fail_step = jnp.where(newly_bad, t, fail_step)
             fail_leaf = jnp.where(newly_bad, jnp.argmin(leaf_ok), fail_leaf)
-            keep = ok & active & finite
+            keep = valid & finite
             params = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), new_params, params)
             state = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), new_state, state)
             ok = ok & ~newly_bad
             nan = jnp.nan
-            rec_ok = ok | newly_bad  # record the failing step's values
+            rec_ok = valid  # record the failing step's values too
             out = (
                 jnp.where(rec_ok, value, nan),
                 jnp.where(rec_ok, test_value, nan),
                 jnp.where(rec_ok, comp, nan),
+                jnp.where(rec_ok, optax.tree.norm(grads), nan),
             )
-            return (params, state, ok, fail_step, fail_leaf), out
+            return (params, state, ok, fail_step, fail_leaf, hit_c, hit_l, last), out
 
-        def block(carry, b):
+        def log_block(carry, b):
+            carry, outs = jax.lax.scan(step, carry, b * log_every + jnp.arange(log_every))
+            return carry, jax.tree_util.tree_map(lambda o: o[0], outs)  # first step of the block
+
+        def rec_block(carry, r):
             snap = carry[0]
-            carry, out = jax.lax.scan(step, carry, b * record_every + jnp.arange(record_every))
-            return carry, (out, snap)
+            idx = r * logs_per_rec + jnp.arange(logs_per_rec)
+            carry, outs = jax.lax.scan(log_block, carry, idx)
+            return carry, (outs, snap)
 
-        carry0 = (params0, state0, jnp.array(True), jnp.array(-1), jnp.array(0))
-        carry, (outs, snaps) = jax.lax.scan(block, carry0, jnp.arange(n_rec))
-        params_final, _, ok, fail_step, fail_leaf = carry
-        train_l, test_l, comp = (o.reshape((n_rec * record_every,) + o.shape[2:]) for o in outs)
+        d = comp_thr.shape[0]
+        carry0 = (
+            params0, state0, jnp.array(True), jnp.array(-1), jnp.array(0),
+            jnp.full(d, -1), jnp.full(loss_thr.shape[0], -1), jnp.full(2, jnp.nan),
+        )  # fmt: skip
+        carry, (outs, snaps) = jax.lax.scan(rec_block, carry0, jnp.arange(n_rec))
+        params_final, _, ok, fail_step, fail_leaf, hit_c, hit_l, last = carry
+        n_log = n_rec * logs_per_rec
+        train_l, test_l, comp, gnorm = (o.reshape((n_log,) + o.shape[2:]) for o in outs)
+        n_keep = -(-num_steps // log_every)
         return (
-            train_l[:num_steps], test_l[:num_steps], comp[:num_steps], snaps, params_final,
-            ok, fail_step, fail_leaf,
+            train_l[:n_keep], test_l[:n_keep], comp[:n_keep], gnorm[:n_keep], snaps,
+            params_final, ok, fail_step, fail_leaf, hit_c, hit_l, last,
         )  # fmt: skip
 
     return jax.jit(jax.vmap(run))
@@ -183,6 +205,9 @@ def train_runs(
     test_moments: Moments | None = None,
     eigvecs=None,
     record_every: int = 100,
+    log_every: int = 1,
+    component_targets=None,
+    loss_levels=None,
     raise_on_failure: bool = True,
     attrs: dict | None = None,
 ) -> TrainResult:
@@ -192,13 +217,21 @@ def train_runs(
         params0: ATTN_S or ATTN_M parameters with a leading run axis ``R`` on every leaf.
         moments: training :class:`Moments`, batched ``(R, ...)`` or shared.
         num_steps: number of optimizer steps (``>= 1``).
-        optimizer: ``"gd"`` (eq. 2), ``"sam"`` (eq. 6) or ``"sam_flow"`` (eq. 8 Euler step).
+        optimizer: ``"gd"`` (eq. 2), ``"sam"`` (eq. 6), ``"sam_flow"`` (eq. 8 Euler step), or
+            the head-wise ablations ``"sam_headwise"``, ``"sam_flow_headwise"``
+            (:mod:`sims.linear_attention.sam_variants`).
         learning_rate: ``η`` (scalar or ``(R,)``).
         rho: SAM radius ``ρ >= 0`` (scalar or ``(R,)``; ignored by ``"gd"``).
         test_moments: held-out moments (default: ``moments``).
         eigvecs: ``(d, d)`` or ``(R, d, d)`` eigenvectors (columns) for the recorded components;
             default identity.
-        record_every: parameter snapshot stride.
+        record_every: parameter snapshot stride (a multiple of ``log_every``).
+        log_every: stride of the recorded train/test loss and components (1 = every step).
+        component_targets: ``(d,)`` or ``(R, d)`` levels; ``first_component_step (run,
+            feature)`` is the first step at which ``e_aᵀ M e_a >= target_a`` (-1: never), at
+            full step resolution whatever ``log_every``. Default: never.
+        loss_levels: ``(L,)`` or ``(R, L)`` levels; ``first_test_below (run, level)`` is the
+            first step at which the *test* loss is ``<= level`` (-1: never). Default: none.
         raise_on_failure: raise :class:`TrainingDivergedError` on a non-finite value.
         attrs: extra config stored in ``ds.attrs``.
 
@@ -215,9 +248,15 @@ def train_runs(
         )
     if optimizer not in METHODS:
         raise ValueError(f"`optimizer` must be one of {sorted(METHODS)}; got {optimizer!r}.")
-    for name, val in (("num_steps", num_steps), ("record_every", record_every)):
+    for name, val in (
+        ("num_steps", num_steps), ("record_every", record_every), ("log_every", log_every)
+    ):  # fmt: skip
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
             raise ValueError(f"`{name}` must be an int >= 1; got {val!r}.")
+    if record_every % log_every:
+        raise ValueError(
+            f"`record_every` ({record_every}) must be a multiple of `log_every` ({log_every})."
+        )
     params0 = type(params0)(*(jnp.asarray(x, dtype=jnp.float64) for x in params0))
     if params0.v.ndim != 2:
         raise ValueError(
@@ -249,26 +288,44 @@ def train_runs(
     if e.shape != (n_runs, d, d):
         raise ValueError(f"`eigvecs` must be (d, d) or (R, d, d) with d={d}; got {e.shape}.")
 
-    fn = _compiled(optimizer, int(num_steps), int(record_every), type(params0))
-    out = fn(params0, moments, test_moments, e, lr, rho_arr)
-    train_l, test_l, comp, snaps, pfinal, ok, fail_step, fail_leaf = jax.device_get(out)
+    comp_thr = _levels(component_targets, n_runs, d, "component_targets", np.inf)
+    loss_thr = _levels(loss_levels, n_runs, None, "loss_levels", -np.inf)
+    fn = _compiled(optimizer, int(num_steps), int(record_every), int(log_every), type(params0))
+    out = fn(params0, moments, test_moments, e, lr, rho_arr, comp_thr, loss_thr)
+    out = jax.device_get(out)
     return _package(
-        params0, train_l, test_l, comp, snaps, pfinal, ok, fail_step, fail_leaf,
-        num_steps=int(num_steps), record_every=int(record_every), optimizer=optimizer,
-        lr=np.asarray(lr), rho=np.asarray(rho_arr), raise_on_failure=raise_on_failure,
-        attrs=attrs or {},
+        params0, *out, num_steps=int(num_steps), record_every=int(record_every),
+        log_every=int(log_every), optimizer=optimizer, lr=np.asarray(lr),
+        rho=np.asarray(rho_arr), raise_on_failure=raise_on_failure, attrs=attrs or {},
     )  # fmt: skip
 
 
-def _package(params0, train_l, test_l, comp, snaps, pfinal, ok, fail_step, fail_leaf, *,
-             num_steps, record_every, optimizer, lr, rho, raise_on_failure, attrs):  # fmt: skip
+def _levels(x, n_runs: int, width: int | None, name: str, fill: float):
+    """Per-run first-passage levels ``(R, width)`` (``None``: one never-reached level)."""
+    if x is None:
+        return jnp.full((n_runs, width or 1), fill, dtype=jnp.float64)
+    arr = jnp.asarray(x, dtype=jnp.float64)
+    if arr.ndim == 1:
+        arr = jnp.broadcast_to(arr, (n_runs, arr.shape[0]))
+    if arr.ndim != 2 or arr.shape[0] != n_runs or (width is not None and arr.shape[1] != width):
+        want = f"({width},) or ({n_runs}, {width})" if width else f"(L,) or ({n_runs}, L)"
+        raise ValueError(f"`{name}` must have shape {want}; got {tuple(arr.shape)}.")
+    if bool(jnp.any(jnp.isnan(arr))):
+        raise ValueError(f"`{name}` must not contain NaN; got {np.asarray(arr).tolist()}.")
+    return arr
+
+
+def _package(params0, train_l, test_l, comp, gnorm, snaps, pfinal, ok, fail_step, fail_leaf, hit_c,
+             hit_l, last, *, num_steps, record_every, log_every, optimizer, lr, rho,
+             raise_on_failure, attrs):  # fmt: skip
     n_runs, n_heads = params0.v.shape
     d = comp.shape[-1]
     snap_steps = np.arange(snaps.v.shape[1]) * record_every
     coords = {
         "run": np.arange(n_runs),
-        "step": np.arange(num_steps),
+        "step": np.arange(train_l.shape[1]) * log_every,
         "feature": np.arange(d),
+        "level": np.arange(hit_l.shape[1]),
         "head": np.arange(n_heads),
         "snapshot_step": ("snapshot", snap_steps),
     }
@@ -276,8 +333,13 @@ def _package(params0, train_l, test_l, comp, snaps, pfinal, ok, fail_step, fail_
         "train_loss": (("run", "step"), train_l),
         "test_loss": (("run", "step"), test_l),
         "component": (("run", "step", "feature"), comp),
+        "grad_norm": (("run", "step"), gnorm),
         "v": (("run", "snapshot", "head"), np.asarray(snaps.v)),
         "final_v": (("run", "head"), np.asarray(pfinal.v)),
+        "final_train_loss": (("run",), last[:, 0]),
+        "final_test_loss": (("run",), last[:, 1]),
+        "first_component_step": (("run", "feature"), np.where(hit_c >= 0, hit_c, np.nan)),
+        "first_test_below": (("run", "level"), np.where(hit_l >= 0, hit_l, np.nan)),
         "learning_rate": (("run",), lr),
         "rho": (("run",), rho),
     }
@@ -293,7 +355,8 @@ def _package(params0, train_l, test_l, comp, snaps, pfinal, ok, fail_step, fail_
     data["n_completed"] = (("run",), n_completed)
     ds = xr.Dataset(data, coords=coords)
     ds.attrs.update(
-        {"optimizer": optimizer, "num_steps": num_steps, "record_every": record_every, **attrs}
+        {"optimizer": optimizer, "num_steps": num_steps, "record_every": record_every,
+         "log_every": log_every, **attrs}
     )
     names = _leaf_names(params0)
     if bool(np.all(ok)):

@@ -10,8 +10,20 @@
 4. Retrain from scratch (same initialization).
 
 Selections for the compute-matched ablation (Figure 4d analog): ``"hard"``, ``"random"``,
-``"easy"`` (same count as hard). :func:`hard_cluster_spectrum` reports which eigen-directions of
-``Σ`` the hard cluster over-represents.
+``"easy"`` (same count as hard), and ``"condition"`` (beyond the paper: the same count of
+examples with the largest query energy along the last eigen-direction, ``(e_dᵀ x_q)²/λ_d`` — a
+query-only rule that meets the entropy condition of :mod:`theory.upsampling`; it uses the
+eigenbasis of ``Σ``, an oracle).
+
+Clustering features: the paper's raw ``"trajectory"`` (and ``"last"``, ``"relative"`` from
+:mod:`sims.selection`), and ``"log_ratio"`` (beyond the paper): ``log(L_k / L_1)`` for checkpoints
+``k = 2..K``, a scale-free trajectory that ignores how large an example's loss is and keeps only
+how fast it falls (the raw trajectories are dominated by the target size ``y_q²``, since the
+proxy predicts ~0 at its first checkpoints).
+
+:func:`selection_report` says what a selection picks: target size, query energy per
+eigen-direction, and the enrichment ``m_i`` of each feature's signal that sets the learning-time
+change (:mod:`theory.upsampling`).
 """
 
 from __future__ import annotations
@@ -36,8 +48,46 @@ from sims.selection import (
 from .data import ICLData
 from .stats import eigh_desc, expected_sample_cov_sq
 
+#: Clustering feature maps (the paper's three, plus the scale-free ``"log_ratio"``).
+FEATURES = ("trajectory", "last", "relative", "log_ratio")
+#: Selection rules.
+SELECTIONS = ("hard", "random", "easy", "condition")
+
+
+def cluster_features(losses, features: str = "trajectory") -> np.ndarray:
+    """Clustering features of ``(P, K)`` proxy losses (see the module docstring).
+
+    ``"log_ratio"`` gives ``log((L_k + δ)/(L_1 + δ))``, ``k = 2..K`` (``δ = 1e-12 × mean loss``
+    guards against a zero loss); the other names are :func:`sims.selection.trajectory_features`.
+
+    Raises:
+        ValueError: for an unknown ``features`` or ``"log_ratio"`` with fewer than 2 checkpoints.
+    """
+    arr = np.asarray(losses, dtype=float)
+    if features != "log_ratio":
+        if features not in FEATURES:
+            raise ValueError(f"`features` must be one of {FEATURES}; got {features!r}.")
+        return trajectory_features(arr, features)
+    if arr.ndim != 2 or arr.shape[1] < 2:
+        raise ValueError(
+            f"`features`='log_ratio' needs (P, K) losses with K >= 2 checkpoints; got {arr.shape}."
+        )
+    delta = 1e-12 * max(float(np.mean(arr)), 1e-300)
+    return np.log((arr[:, 1:] + delta) / (arr[:, :1] + delta))
+
+
+def condition_scores(data: ICLData) -> np.ndarray:
+    """``(e_dᵀ x_q)² / λ_d`` per example: query energy on the last (weakest) eigen-direction."""
+    lam, e = eigh_desc(data.cov)
+    return (data.xq @ e[:, -1]) ** 2 / lam[-1]
+
 __all__ = [
+    "FEATURES",
+    "SELECTIONS",
     "UpsampleResult",
+    "cluster_features",
+    "condition_scores",
+    "selection_report",
     "checkpoint_losses",
     "kmeans_batched",
     "select_for_upsampling",
@@ -90,7 +140,7 @@ def select_for_upsampling(
     *,
     selection: Literal["hard", "random", "easy"] = "hard",
     factor: int = 1,
-    features: Literal["trajectory", "last", "relative"] = "trajectory",
+    features: Literal["trajectory", "last", "relative", "log_ratio"] = "trajectory",
     seed: int = 0,
     n_init: int = 3,
     backend: Literal["sklearn", "numpy"] = "numpy",
@@ -109,18 +159,33 @@ def select_for_upsampling(
     if selection not in ("hard", "random", "easy"):
         raise ValueError(f"`selection` must be 'hard', 'random' or 'easy'; got {selection!r}.")
     losses = np.asarray(losses, dtype=float)
-    cl = cluster_trajectories(
-        losses, 2, seed=seed, features=features, n_init=n_init, backend=backend
-    )
+    if features == "log_ratio":  # cluster the log-ratios; hard = slowest relative decrease
+        cl = cluster_trajectories(
+            cluster_features(losses, features), 2, seed=seed, features="trajectory",
+            n_init=n_init, backend=backend,
+        )  # fmt: skip
+    else:
+        cl = cluster_trajectories(
+            losses, 2, seed=seed, features=features, n_init=n_init, backend=backend
+        )
     n = losses.shape[0]
     count = int(cl.hard_mask.sum())
-    if selection == "hard":
-        mask = cl.hard_mask
-    elif selection == "random":
-        mask = select_random(n, count, seed=seed)
-    else:
-        mask = select_easy(cl.hard_mask, min(count, n - count), seed=seed)
+    mask = _apply_selection(selection, cl.hard_mask, n, count, seed, None)
     return UpsampleResult(usage_weights(n, mask, factor), mask, cl, losses)
+
+
+def _apply_selection(selection, hard_mask, n, count, seed, scores):
+    if selection == "hard":
+        return hard_mask
+    if selection == "random":
+        return select_random(n, count, seed=seed)
+    if selection == "easy":
+        return select_easy(hard_mask, min(count, n - count), seed=seed)
+    if scores is None:
+        raise ValueError("`selection`='condition' needs `scores` (see `condition_scores`).")
+    mask = np.zeros(n, bool)
+    mask[np.argsort(scores, kind="stable")[::-1][:count]] = True
+    return mask
 
 
 def hard_cluster_spectrum(data: ICLData, mask) -> dict[str, np.ndarray]:
@@ -213,32 +278,79 @@ def select_batched(
     losses,
     seeds,
     *,
-    selection: Literal["hard", "random", "easy"] = "hard",
+    selection: Literal["hard", "random", "easy", "condition"] = "hard",
     factor: int = 1,
-    features: Literal["trajectory", "last", "relative"] = "trajectory",
+    features: Literal["trajectory", "last", "relative", "log_ratio"] = "trajectory",
     n_init: int = 3,
+    scores=None,
 ) -> list[UpsampleResult]:
-    """:func:`select_for_upsampling` for ``R`` runs at once (``losses (R, P, K)``), JAX k-means."""
-    if selection not in ("hard", "random", "easy"):
-        raise ValueError(f"`selection` must be 'hard', 'random' or 'easy'; got {selection!r}.")
+    """:func:`select_for_upsampling` for ``R`` runs at once (``losses (R, P, K)``), JAX k-means.
+
+    ``selection="condition"`` upsamples, in each run, as many examples as the hard cluster has,
+    those with the largest ``scores (R, P)`` (:func:`condition_scores`).
+    """
+    if selection not in SELECTIONS:
+        raise ValueError(f"`selection` must be one of {SELECTIONS}; got {selection!r}.")
+    if features not in FEATURES:
+        raise ValueError(f"`features` must be one of {FEATURES}; got {features!r}.")
     losses = np.asarray(losses, dtype=float)
     if losses.ndim != 3:
         raise ValueError(f"`losses` must be (R, P, K); got shape {losses.shape}.")
-    feats = np.stack([trajectory_features(lr, features) for lr in losses])
+    if selection == "condition" and (scores is None or np.shape(scores) != losses.shape[:2]):
+        raise ValueError(
+            f"`selection`='condition' needs `scores` of shape {losses.shape[:2]}; got "
+            f"{None if scores is None else np.shape(scores)}."
+        )
+    feats = np.stack([cluster_features(lr, features) for lr in losses])
     raw, centers, inertia = kmeans_batched(feats, seeds, k=2, n_init=n_init)
     out = []
     for r, seed in enumerate(np.asarray(seeds).reshape(-1)):
+        src, name = (feats[r], "trajectory") if features == "log_ratio" else (losses[r], features)
         cl = ClusterResult.from_labels(
-            losses[r], raw[r], features=features, centers=centers[r], inertia=inertia[r],
-            n_clusters=2,
+            src, raw[r], features=name, centers=centers[r], inertia=inertia[r], n_clusters=2,
         )  # fmt: skip
         n = losses.shape[1]
         count = int(cl.hard_mask.sum())
-        if selection == "hard":
-            mask = cl.hard_mask
-        elif selection == "random":
-            mask = select_random(n, count, seed=int(seed))
-        else:
-            mask = select_easy(cl.hard_mask, min(count, n - count), seed=int(seed))
+        mask = _apply_selection(
+            selection, cl.hard_mask, n, count, int(seed), None if scores is None else scores[r]
+        )
         out.append(UpsampleResult(usage_weights(n, mask, factor), mask, cl, losses[r]))
     return out
+
+
+def selection_report(data: ICLData, mask, *, factor: int = 1) -> dict[str, np.ndarray | float]:
+    """What a selection picks, per eigen-direction ``e_i`` of ``Σ`` (decreasing ``λ_i``).
+
+    Returns:
+        dict with ``fraction`` (selected share), ``target_ratio`` (``E[y_q² | S]/E[y_q²]``),
+        ``xq_ratio (d,)`` (``E[(e_iᵀx_q)² | S]/E[(e_iᵀx_q)²]``), ``xq_share (d,)`` and
+        ``xq_share_all (d,)`` (the share of query energy on ``e_i`` in ``S`` and overall),
+        ``beta_ratio (d,)`` (as :func:`hard_cluster_spectrum`), ``enrichment (d,)``
+        (``m_i = E[y β_i x_{q,i} | S] / E[y β_i x_{q,i}]``, the feature's signal; for a rule
+        that depends on ``x_q`` only it equals ``xq_ratio``), and ``boost (d,)`` (``r_i``, the
+        factor by which usage weights ``1 + factor·1_S`` multiply the signal ``σ_i``).
+    """
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != (data.n_examples,):
+        raise ValueError(f"`mask` must have shape ({data.n_examples},); got {mask.shape}.")
+    lam, e = eigh_desc(data.cov)
+    xq = data.xq @ e
+    beta = data.beta @ e
+    signal = data.yq[:, None] * beta * xq  # y β_i x_{q,i}, (P, d)
+    sel = mask if mask.any() else np.zeros_like(mask)
+    mean_all = signal.mean(0)
+    mean_sel = signal[sel].mean(0) if sel.any() else np.full(lam.shape, np.nan)
+    pi = float(mask.mean())
+    energy_sel = (xq[sel] ** 2).mean(0) if sel.any() else np.full(lam.shape, np.nan)
+    energy_all = (xq**2).mean(0)
+    enrich = mean_sel / mean_all
+    return {
+        "fraction": pi,
+        "target_ratio": float((data.yq[sel] ** 2).mean() / (data.yq**2).mean()),
+        "xq_ratio": energy_sel / energy_all,
+        "xq_share": energy_sel / energy_sel.sum(),
+        "xq_share_all": energy_all / energy_all.sum(),
+        "beta_ratio": hard_cluster_spectrum(data, mask)["beta_ratio"],
+        "enrichment": enrich,
+        "boost": (1.0 + factor * pi * enrich) / (1.0 + factor * pi),
+    }

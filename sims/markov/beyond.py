@@ -108,7 +108,7 @@ def _cluster_counts(n_clusters) -> tuple[int, ...]:
 def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor: int = 1,
                        proxy_steps: int | None = None, n_clusters: int | tuple[int, ...] = 2,
                        cluster_on: str | tuple[str, ...] = "loss", seed: int = 0,
-                       progress: bool = False):  # fmt: skip
+                       progress: bool = False, device: str = "cpu"):  # fmt: skip
     """AdamW vs SAM vs upsampling (hard / random) on the minimal model; stage times + entropies.
 
     Args:
@@ -128,6 +128,7 @@ def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor
             an ``_excess`` suffix), or both; every (target, k) pair shares the one proxy run.
         seed: selection seed.
         progress: progress bars.
+        device: torch device of the runs.
 
     Returns:
         ``(xarray.Dataset, dict of run datasets)``; the dataset has ``pattern_time (run,
@@ -155,14 +156,15 @@ def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor
     runs = {}
     base_tr = dataclasses.replace(exp.train, record_example_losses=True)
     proxy_tr = base_tr if proxy_steps is None else dataclasses.replace(base_tr, steps=proxy_steps)
-    proxy = train(exp.replace(train=proxy_tr), data=data, progress=progress).ds
+    proxy = train(exp.replace(train=proxy_tr), data=data, progress=progress, device=device).ds
     if proxy_steps is None:
         runs["adamw"] = proxy
     else:
-        runs["adamw"] = train(exp, data=data, progress=progress).ds
+        runs["adamw"] = train(exp, data=data, progress=progress, device=device).ds
     for rho in rhos:
         tr = dataclasses.replace(exp.train, optimizer="sam", sam_rho=rho)
-        runs[f"sam_{rho:g}"] = train(exp.replace(train=tr), data=data, progress=progress).ds
+        runs[f"sam_{rho:g}"] = train(exp.replace(train=tr), data=data, progress=progress,
+                                     device=device).ds
     losses = proxy["example_loss"].values.T  # (example, checkpoint)
     n = losses.shape[0]
     bayes = chain.sequence_nll(data.train)
@@ -175,7 +177,8 @@ def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor
             tag = ("" if k == 2 else f"_k{k}") + ("" if tgt == "loss" else "_excess")
             for name, mask in ((f"upsample_hard{tag}", hard), (f"upsample_random{tag}", rand)):
                 idx = upsample_indices(n, mask, factor)
-                runs[name] = train(exp, data=data, progress=progress, train_index=idx).ds
+                runs[name] = train(exp, data=data, progress=progress, train_index=idx,
+                                   device=device).ds
             sel[:, i, j] = hard.sum(), losses[hard].mean(), bayes[hard].mean()
     names = list(runs)
     pt = np.stack([detect_stages(runs[k]).group_times for k in names])
@@ -206,7 +209,7 @@ def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
                              sam_rho: float | tuple[float, ...] = 0.05, factor: int = 1,
                              proxy_steps: int | None = None, n_clusters=2,
                              cluster_on: str | tuple[str, ...] = "loss",
-                             store=None):  # fmt: skip
+                             store=None, device: str = "cpu"):  # fmt: skip
     """:func:`minimal_uniformity` over ``seeds``, in parallel, with paired entropy gains.
 
     ``store``: an optional :class:`sims.parallel.JobStore` that keeps finished seeds (resume).
@@ -229,7 +232,7 @@ def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
     if not seeds:
         raise ValueError("`seeds` is empty; give at least one seed, e.g. range(5).")
     kw = dict(sam_rho=sam_rho, factor=factor, proxy_steps=proxy_steps, n_clusters=n_clusters,
-              cluster_on=cluster_on)  # fmt: skip
+              cluster_on=cluster_on, device=device)  # fmt: skip
     jobs = [(reseed(exp, s), {**kw, "seed": s}) for s in seeds]
     dss = pmap(_uniformity_job, jobs, workers=workers, desc="minimal model, seeds", store=store)
     for d in dss:  # per-seed numbers become variables (concat keeps only the first's attrs)

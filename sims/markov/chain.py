@@ -49,6 +49,7 @@ __all__ = [
     "haar_orthogonal",
     "make_dataset",
     "kl_divergence",
+    "best_restricted_log_probs",
 ]
 
 
@@ -128,8 +129,8 @@ class ChainConfig:
         """
         if not (isinstance(h, int) and h >= 1 and isinstance(w, int) and w % h == 0 and w >= h):
             raise ValueError(f"`w`={w!r} must be a positive multiple of `h`={h!r} (App. B).")
-        if not (m > 0 and b0 > 0):
-            raise ValueError(f"`m`={m!r} and `b0`={b0!r} must be positive (Table 1).")
+        if not (math.isfinite(m) and math.isfinite(b0) and m > 0 and b0 > 0):
+            raise ValueError(f"`m`={m!r} and `b0`={b0!r} must be finite and positive (Table 1).")
         size = w // h
         groups = tuple(
             (tuple(range(k * size + 1, (k + 1) * size + 1)), float(m ** (h - 1 - k) * b0))
@@ -215,6 +216,104 @@ if _HAVE_NUMBA:
                         break
                 x[i, t] = pick
         return x
+
+
+if _HAVE_NUMBA:
+
+    @numba.njit(cache=True)
+    def _lw_nb(x, W, L, seen, N, seed):  # pragma: no cover - compiled
+        """Likelihood weighting at target position ``L`` for every context (see below)."""
+        np.random.seed(seed)
+        n = x.shape[0]
+        w, d = W.shape[0], W.shape[2]
+        oldest = 0
+        for lag in range(1, w + 1):
+            if seen[lag]:
+                oldest = lag
+        first = max(L - oldest, 0)
+        prefix = np.empty((N, max(first, 1)), dtype=np.int64)
+        z = np.empty(d)
+        y = np.empty(L, dtype=np.int64)
+        for j in range(N):  # context-independent part, shared by all contexts
+            for pos in range(first):
+                if pos < w:
+                    y[pos] = np.random.randint(0, d)
+                else:
+                    y[pos] = _draw(W, y, pos, z, np.random.random())
+                prefix[j, pos] = y[pos]
+        out = np.zeros((n, d))
+        logw = np.empty(N)
+        pred = np.empty((N, d))
+        for i in range(n):
+            for j in range(N):
+                for pos in range(first):
+                    y[pos] = prefix[j, pos]
+                lw = 0.0
+                for pos in range(first, L):
+                    lag = L - pos
+                    if seen[lag]:
+                        if pos >= w:  # seed tokens are uniform: constant evidence weight
+                            lw += _logp(W, y, pos, z, x[i, pos])
+                        y[pos] = x[i, pos]
+                    elif pos < w:
+                        y[pos] = np.random.randint(0, d)
+                    else:
+                        y[pos] = _draw(W, y, pos, z, np.random.random())
+                _logits(W, y, L, z)
+                zmax = z.max()
+                tot = 0.0
+                for v in range(d):
+                    z[v] = math.exp(z[v] - zmax)
+                    tot += z[v]
+                for v in range(d):
+                    pred[j, v] = z[v] / tot
+                logw[j] = lw
+            m = logw.max()
+            wsum = 0.0
+            for j in range(N):
+                wj = math.exp(logw[j] - m)
+                wsum += wj
+                for v in range(d):
+                    out[i, v] += wj * pred[j, v]
+            for v in range(d):
+                out[i, v] /= wsum
+        return out
+
+    @numba.njit(cache=True)
+    def _logits(W, y, pos, z):  # pragma: no cover - compiled
+        w, d = W.shape[0], W.shape[2]
+        for v in range(d):
+            z[v] = 0.0
+        for lag in range(1, w + 1):
+            row = y[pos - lag]
+            for v in range(d):
+                z[v] += W[lag - 1, row, v]
+
+    @numba.njit(cache=True)
+    def _logp(W, y, pos, z, tok):  # pragma: no cover - compiled
+        _logits(W, y, pos, z)
+        zmax = z.max()
+        tot = 0.0
+        for v in range(z.shape[0]):
+            tot += math.exp(z[v] - zmax)
+        return z[tok] - zmax - math.log(tot)
+
+    @numba.njit(cache=True)
+    def _draw(W, y, pos, z, u):  # pragma: no cover - compiled
+        _logits(W, y, pos, z)
+        d = z.shape[0]
+        zmax = z.max()
+        tot = 0.0
+        for v in range(d):
+            z[v] = math.exp(z[v] - zmax)
+            tot += z[v]
+        thr = u * tot
+        acc = 0.0
+        for v in range(d):
+            acc += z[v]
+            if acc >= thr:
+                return v
+        return d - 1
 
 
 class MarkovChain:
@@ -315,6 +414,162 @@ class MarkovChain:
             c = np.cumsum(p, 1)
             x[:, t] = np.minimum((c < u[:, t - cfg.w, None] * c[:, -1:]).sum(1), cfg.d - 1)
         return x
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def _seen_lags(cfg: ChainConfig, upto: int) -> np.ndarray:
+    if not 1 <= upto <= cfg.h:
+        raise ValueError(f"`upto` must be in 1..{cfg.h}; got {upto!r}.")
+    return np.array(sorted(lag for lags in cfg.lags[:upto] for lag in lags))
+
+
+def _best_exact(chain: MarkovChain, x: np.ndarray, upto: int) -> np.ndarray:
+    """Forward algorithm over the ``d^w`` windows (exact; small configs only)."""
+    cfg = chain.config
+    d, w, T = cfg.d, int(cfg.w), cfg.T
+    S = d**w
+    digits = (np.arange(S)[:, None] // d ** np.arange(w)[None, :]) % d  # (S, w): lag l -> col l-1
+    W = chain._W[cfg.h]
+    z = np.zeros((S, d))
+    for lag in range(1, w + 1):
+        z += W[lag - 1][digits[:, lag - 1]]
+    logP = _log_softmax(z)  # (S, d) true conditional of every window
+    P = np.exp(logP)
+    seen = _seen_lags(cfg, upto)
+    unseen_axes = tuple(w - lag for lag in range(1, w + 1) if lag not in seen)  # axis of lag l
+    pi = np.full(S, 1.0 / S)  # seed tokens i.i.d. uniform (digest A4)
+    out = np.empty((len(x), T, d))
+    for t in range(T):
+        joint = (pi[:, None] * P).reshape((d,) * w + (d,))  # axes: lag w, ..., lag 1, next
+        table = joint.sum(unseen_axes) if unseen_axes else joint  # seen lags (desc.), next
+        table = table / table.sum(-1, keepdims=True)
+        idx = tuple(x[:, w + t - lag] for lag in sorted(seen, reverse=True))
+        out[:, t] = np.log(np.clip(table[idx], 1e-300, None))
+        pi = np.einsum("tr,trv->rv", pi.reshape(d, S // d), P.reshape(d, S // d, d)).ravel()
+    return out
+
+
+def _best_monte_carlo(chain: MarkovChain, x: np.ndarray, upto: int, n_particles: int,
+                      rng: np.random.Generator) -> np.ndarray:  # fmt: skip
+    """Likelihood weighting: sample each context's unseen tokens forward, clamp the seen ones.
+
+    Positions older than the oldest seen lag do not depend on the context: their particles are
+    drawn once per target position and shared by every context (exact, and ~L/|seen| x faster
+    when the seen lags are the most recent ones, as in the hierarchical chains).
+    """
+    cfg = chain.config
+    d, w, T = cfg.d, int(cfg.w), cfg.T
+    W = chain._W[cfg.h]
+    seen_lags = _seen_lags(cfg, upto)
+    seen, oldest = set(seen_lags.tolist()), int(seen_lags.max())
+    n, N = len(x), n_particles
+
+    def logits(y, pos):
+        zz = np.zeros(y.shape[:2] + (d,))
+        for lag in range(1, w + 1):
+            zz += W[lag - 1][y[:, :, pos - lag]]
+        return _log_softmax(zz)
+
+    out = np.empty((n, T, d))
+    for t in range(T):
+        L = w + t  # positions 0..L-1 precede the target at L
+        y = np.empty((1, N, L), dtype=np.int64)  # shared until the oldest seen position
+        logw = np.zeros((n, N))
+        for pos in range(L):
+            if pos == max(L - oldest, 0):
+                y = np.repeat(y, n, axis=0)  # (n, N, L) from here on: context-specific
+            clamp = (L - pos) in seen
+            if clamp:
+                if pos >= w:  # seed tokens are uniform: their evidence weight 1/d is constant
+                    obs = np.broadcast_to(x[:, None, pos, None], (n, N, 1))
+                    logw += np.take_along_axis(logits(y, pos), obs, -1)[..., 0]
+                y[:, :, pos] = x[:, None, pos]
+            elif pos < w:
+                y[:, :, pos] = rng.integers(0, d, y.shape[:2])
+            else:
+                cdf = np.cumsum(np.exp(logits(y, pos)), -1)
+                u = rng.random(y.shape[:2] + (1,))
+                y[:, :, pos] = np.minimum((cdf < u * cdf[..., -1:]).sum(-1), d - 1)
+        if y.shape[0] == 1:  # no seen position (cannot happen: every group has a lag)
+            y = np.repeat(y, n, axis=0)
+        wts = np.exp(logw - logw.max(1, keepdims=True))
+        wts /= wts.sum(1, keepdims=True)
+        p = (wts[..., None] * np.exp(logits(y, L))).sum(1)  # (n, d)
+        out[:, t] = np.log(np.clip(p, 1e-300, None))
+    return out
+
+
+def best_restricted_log_probs(chain: MarkovChain, x: np.ndarray, upto: int, *,
+                              method: str = "auto", n_particles: int = 256, seed: int = 0,
+                              max_states: int = 2**18) -> np.ndarray:  # fmt: skip
+    r"""Log-probabilities of the best predictor that sees only the lags of groups ``1..upto``.
+
+    Eq. (3)'s restricted truth ``f_{A*_{1:i}}`` drops the other groups' logits; it is *not* what
+    a model that uses only ``I(1) ∪ ... ∪ I(i)`` converges to under cross entropy. That model
+    converges to the conditional expectation
+
+    .. math::
+
+        f^{best}_{1:i}(v \mid x_{I}) = \mathbb{E}ig[p^*(v \mid x_{t-1}, \dots, x_{t-w})
+        \,ig|\, x_{t-\ell} = 	ext{observed},\ \ell \in I(1) \cup \dots \cup I(i)ig],
+
+    which marginalises the unseen lags over their conditional law at position ``t`` (not a
+    uniform one: tokens are correlated, except the i.i.d. uniform seed tokens). Hence
+    ``KL(f_{A*_{1:i}} || model)`` has a floor ``KL(f_{A*_{1:i}} || f^{best}_{1:i}) > 0`` for a
+    model that has learned groups ``1..i`` perfectly (issue 16). For ``upto = h`` both are the
+    true conditional.
+
+    Args:
+        chain: the chain.
+        x: ``(N, L)`` sequences (contexts are read at every scored position).
+        upto: number of groups seen.
+        method: ``"exact"`` (forward algorithm over all ``d^w`` windows; needs
+            ``d**w <= max_states``), ``"monte-carlo"`` (likelihood weighting: per context,
+            ``n_particles`` sequences drawn from the chain with the seen tokens clamped and
+            weighted by their probability; consistent, error ~ ``n_particles**-0.5``) or
+            ``"auto"`` (exact when small enough).
+        n_particles: particles per context of the Monte Carlo method.
+        seed: seed of the Monte Carlo draws.
+        max_states: largest ``d**w`` for the exact method.
+
+    Returns:
+        ``(N, T, d)`` log-probabilities; entry ``[:, t]`` predicts ``x[:, w + t]``.
+    """
+    cfg = chain.config
+    x = np.asarray(x)
+    if x.ndim != 2 or x.shape[1] != cfg.L:
+        raise ValueError(f"`x` must have shape (N, {cfg.L}); got {x.shape=}.")
+    _seen_lags(cfg, upto)
+    if method not in ("auto", "exact", "monte-carlo"):
+        raise ValueError(f"`method`={method!r} unknown; use 'auto', 'exact' or 'monte-carlo'.")
+    small = cfg.d ** int(cfg.w) <= max_states
+    if method == "exact" and not small:
+        raise ValueError(
+            f"`method`='exact' needs d**w = {cfg.d}**{cfg.w} <= `max_states`={max_states}; use "
+            "'monte-carlo' or raise `max_states`."
+        )
+    if upto == cfg.h:
+        return chain.log_probs(x)
+    if method == "exact" or (method == "auto" and small):
+        return _best_exact(chain, x, upto)
+    if not (isinstance(n_particles, (int, np.integer)) and n_particles >= 1):
+        raise ValueError(f"`n_particles` must be a positive int; got {n_particles!r}.")
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(4,)))
+    if not _HAVE_NUMBA:  # pragma: no cover - depends on the environment
+        return _best_monte_carlo(chain, x, upto, int(n_particles), rng)
+    seen = np.zeros(int(cfg.w) + 1, dtype=np.bool_)
+    seen[_seen_lags(cfg, upto)] = True
+    W = chain._W[cfg.h]
+    out = np.empty((len(x), cfg.T, cfg.d))
+    for t in range(cfg.T):
+        p = _lw_nb(np.ascontiguousarray(x, dtype=np.int64), W, int(cfg.w) + t, seen,
+                   int(n_particles), int(rng.integers(2**31 - 1)))  # fmt: skip
+        out[:, t] = np.log(np.clip(p, 1e-300, None))
+    return out
 
 
 def kl_divergence(logp_ref: np.ndarray, logp_model: np.ndarray) -> np.ndarray:

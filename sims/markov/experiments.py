@@ -11,11 +11,16 @@ Scales:
   Multi-run sweeps (Fig. 5's sizes x seeds, the SAM/upsampling seeds) use
   :func:`sweep_exp`: the same minimal model at lr 2e-2 and 4000 steps, which brings the third
   stage forward from ~4000 to ~2100 steps, and evaluations every 25 steps.
-* ``"paper"``: Tables 1-3 exactly (batch 3000, lr 3e-3, 2000 steps, ReduceLROnPlateau);
-  meant for a GPU (full model: ~8 s/step on 2 CPU cores).
+* ``"paper"``: Tables 1-3 (d = 50, batch 3000, lr 3e-3, 2000 steps, AdamW, clip 1, wd 0.01) with
+  ReduceLROnPlateau(patience 10, factor 0.5) as :data:`PAPER_SCHEDULER` configures it: stepped
+  once per evaluation (every 20 steps) on the held-out loss, with a floor ``min_lr = lr/100``
+  (issue 16: stepped every step on the training loss it collapses the rate to ~1e-8 at the first
+  plateau and only one pattern is learned). Meant for a GPU (full model: ~8 s/step on 2 CPU
+  cores; ``python -m sims.markov train --scale paper --device cuda``).
 
 ``MARKOV_SCALE`` (environment) picks the scale used by the figure modules when ``quick`` is
-false (default ``"cpu"``). Every result is written with :func:`sims.io.write_netcdf` and
+false (default ``"cpu"``); ``MARKOV_DEVICE`` the torch device they train on (default ``cuda`` when
+available, else ``cpu``). Every result is written with :func:`sims.io.write_netcdf` and
 provenance; :func:`run_or_load` reads it back when it exists.
 """
 
@@ -30,11 +35,12 @@ import numpy as np
 
 from .chain import ChainConfig, MarkovChain, make_dataset
 from .tensor_dynamics import FlowConfig
-from .train import ExperimentConfig, TrainConfig, predict_log_probs, train
 
 __all__ = [
     "SCALES",
+    "PAPER_SCHEDULER",
     "scale_from_env",
+    "device_from_env",
     "minimal_exp",
     "sweep_exp",
     "reseed",
@@ -46,26 +52,53 @@ __all__ = [
 
 SCALES = ("quick", "cpu", "paper")
 
+#: Table 2's ReduceLROnPlateau(patience 10, factor 0.5) as the ``paper`` scale uses it: stepped
+#: per evaluation (``eval_every`` = 20 steps) on the held-out loss, relative threshold 1e-4, floor
+#: lr/100; a warning below 1e-5 (:class:`~sims.markov.train.TrainConfig`).
+PAPER_SCHEDULER = dict(scheduler="plateau", eval_every=20, plateau_patience=10,
+                       plateau_factor=0.5, plateau_threshold=1e-4, plateau_cooldown=0,
+                       min_lr=3e-5, lr_warn=1e-5)  # fmt: skip
+
 
 def scale_from_env(quick: bool) -> str:
-    """``"quick"`` when ``quick``, else ``$MARKOV_SCALE`` (default ``"cpu"``)."""
+    """``"quick"`` when ``quick``, else ``$MARKOV_SCALE`` (default ``"cpu"``).
+
+    Raises:
+        ValueError: for an unknown ``$MARKOV_SCALE`` (one line, naming the values).
+    """
     if quick:
         return "quick"
     s = os.environ.get("MARKOV_SCALE", "cpu")
     if s not in SCALES:
-        raise ValueError(f"MARKOV_SCALE={s!r} unknown; use one of {SCALES}.")
+        raise ValueError(f"MARKOV_SCALE={s!r} unknown; set it to one of {', '.join(SCALES)}.")
     return s
 
 
-def _train_cfg(scale: str, **over) -> TrainConfig:
+def device_from_env() -> str:
+    """``$MARKOV_DEVICE`` (e.g. ``cuda``) for the figure runs; default ``cuda`` when available.
+
+    The figure modules train on this device; the paper scale is meant for one GPU.
+    """
+    dev = os.environ.get("MARKOV_DEVICE", "auto")
+    if dev != "auto":
+        return dev
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _train_cfg(scale: str, **over):
+    from .train import TrainConfig
+
     if scale == "quick":
         base = dict(steps=6, batch_size=32, n_train=64, n_test=16, eval_every=3,
-                    scheduler="none", lr=3e-2, checkpoint_every=1000)  # fmt: skip
+                    scheduler="none", lr=3e-2, checkpoint_every=1000, best_contexts=8,
+                    best_particles=256)  # fmt: skip
     elif scale == "cpu":
         base = dict(steps=6000, batch_size=250, lr=1e-2, scheduler="none", n_test=500,
                     eval_every=50, threads=1)  # fmt: skip
     elif scale == "paper":
-        base = dict(eval_every=20)
+        base = dict(PAPER_SCHEDULER)
     else:
         raise ValueError(f"`scale`={scale!r} unknown; use one of {SCALES}.")
     base.update(over)
@@ -78,28 +111,32 @@ def _sizes(scale: str) -> tuple[int, int]:
 
 
 def minimal_exp(scale: str, *, m: float = 1.7, init_scale: float = 1.0,
-                chain: ChainConfig | None = None, **train_over) -> ExperimentConfig:  # fmt: skip
+                chain: ChainConfig | None = None, **train_over):  # fmt: skip
     """Minimal-model experiment (Fig. 1 bottom, Fig. 4, Figs. 6-7)."""
+    from .train import ExperimentConfig
+
     d, T = _sizes(scale)
     return ExperimentConfig.minimal(m=m, d=d, T=T, init_scale=init_scale, chain=chain,
                                     train=_train_cfg(scale, **train_over))  # fmt: skip
 
 
-def sweep_exp(scale: str, **over) -> ExperimentConfig:
+def sweep_exp(scale: str, **over):
     """:func:`minimal_exp` for sweeps of many runs; at the CPU scale lr 2e-2, 4000 steps."""
     if scale == "cpu":
         over = {"lr": 2e-2, "steps": 4000, "eval_every": 25, **over}
     return minimal_exp(scale, **over)
 
 
-def reseed(exp: ExperimentConfig, seed: int) -> ExperimentConfig:
+def reseed(exp, seed: int):
     """``exp`` with a new chain (A*, datasets) and a new init / batch order, both from ``seed``."""
     return exp.replace(seed=seed, train=dataclasses.replace(exp.train, seed=seed))
 
 
 def full_exp(scale: str, *, context: int | None = None, chain: ChainConfig | None = None,
-             **train_over) -> ExperimentConfig:  # fmt: skip
+             **train_over):  # fmt: skip
     """Full-model experiment (Figs. 2-3, 5, 8-9); narrower at the quick/cpu scales."""
+    from .train import ExperimentConfig
+
     d, T = _sizes(scale)
     model_kw = {"quick": dict(n_embd=12, d_ff=8), "cpu": dict(n_embd=48, d_ff=64)}.get(scale, {})
     tr = dict(train_over)
@@ -130,13 +167,15 @@ def run_or_load(path: Path, compute: Callable[[], object], *, recompute: bool = 
     return read_netcdf(path)
 
 
-def train_with_references(exp: ExperimentConfig, contexts: tuple[int, ...] | None = None,
-                          *, progress: bool = False, data=None):  # fmt: skip
+def train_with_references(exp, contexts: tuple[int, ...] | None = None,
+                          *, progress: bool = False, data=None, device: str = "cpu"):  # fmt: skip
     """Train restricted-context models (banded masks) and the unrestricted one (Fig. 3 right).
 
     Returns the unrestricted run's dataset with ``kl_reference`` = ``KL(p_c || model)`` for each
     ``c`` in ``contexts`` (default: the cumulative group boundaries, e.g. 4, 8, 12).
     """
+    from .train import predict_log_probs, train
+
     if contexts is None:
         contexts = tuple(int(np.cumsum([len(g) for g in exp.chain.lags])[i])
                          for i in range(exp.chain.h))  # fmt: skip
@@ -147,6 +186,7 @@ def train_with_references(exp: ExperimentConfig, contexts: tuple[int, ...] | Non
     refs = {}
     for c in contexts:
         sub = exp.replace(model=dataclasses.replace(exp.model, context=c))
-        refs[f"c={c}"] = predict_log_probs(train(sub, data=data, progress=progress).model,
-                                           data.test)  # fmt: skip
-    return train(exp, data=data, reference=refs, progress=progress).ds
+        refs[f"c={c}"] = predict_log_probs(
+            train(sub, data=data, progress=progress, device=device).model, data.test
+        )
+    return train(exp, data=data, reference=refs, progress=progress, device=device).ds

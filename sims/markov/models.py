@@ -65,7 +65,8 @@ class MinimalConfig:
 
     def __post_init__(self) -> None:
         _check_common(self)
-        if not (isinstance(self.init_scale, (int, float)) and self.init_scale >= 0):
+        if not (isinstance(self.init_scale, (int, float)) and math.isfinite(self.init_scale)
+                and self.init_scale >= 0):  # fmt: skip
             raise ValueError(
                 f"`init_scale` (u) must be >= 0; got {self.init_scale!r}. u = 0 gives identical "
                 "heads (Fig. 4 left)."
@@ -92,8 +93,8 @@ class FullConfig:
             raise ValueError(f"`n_embd`={self.n_embd} must be divisible by `n_head`={self.n_head}.")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"`dropout` must be in [0, 1); got {self.dropout!r}.")
-        if not self.init_scale >= 0:
-            raise ValueError(f"`init_scale` must be >= 0; got {self.init_scale!r}.")
+        if not (math.isfinite(self.init_scale) and self.init_scale >= 0):
+            raise ValueError(f"`init_scale` must be a finite number >= 0; got {self.init_scale!r}.")
 
 
 def query_mask(L: int, w: int, context: int | None, device=None) -> torch.Tensor:

@@ -68,6 +68,8 @@ __all__ = [
     "plateau_levels",
     "count_stages",
     "coupling_time",
+    "coupling_times",
+    "antisymmetric_jacobian",
     "discrete_flow",
     "METHODS",
 ]
@@ -123,11 +125,14 @@ class FlowConfig:
             raise ValueError(
                 f"`h`={self.h} features need distinct positions: `T` >= h; got T={self.T}."
             )
-        if not (self.m > 0 and self.b0 > 0):
-            raise ValueError(f"`m`={self.m!r} and `b0`={self.b0!r} must be positive.")
-        if not self.init_std >= 0:
-            raise ValueError(f"`init_std` must be >= 0; got {self.init_std!r}.")
-        if not 0 < self.t_min < self.t_max:
+        for name in ("m", "b0", "t_min", "t_max", "rtol", "atol"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"`{name}` must be a finite number > 0; got {v!r}.")
+        if not (isinstance(self.init_std, (int, float)) and math.isfinite(self.init_std)
+                and self.init_std >= 0):  # fmt: skip
+            raise ValueError(f"`init_std` must be a finite number >= 0; got {self.init_std!r}.")
+        if not self.t_min < self.t_max:
             raise ValueError(f"need 0 < `t_min` < `t_max`; got {self.t_min!r}, {self.t_max!r}.")
         if self.method not in {"LSODA", "Radau", "BDF", "RK45", "DOP853"}:
             raise ValueError(
@@ -491,6 +496,46 @@ def coupling_time(ds, delta: float = 0.1) -> float:
     return float(ds["time"].values[hit[0]]) if hit.size else math.inf
 
 
+def antisymmetric_jacobian(c: np.ndarray, q: np.ndarray, mstar: np.ndarray, Sstar: np.ndarray,
+                           H: int, step: float = 1e-6) -> np.ndarray:  # fmt: skip
+    """Jacobian of the reduced flow at a symmetric state, restricted to head-asymmetric modes.
+
+    At a symmetric state (every head ``(c, q)``) the linearised flow splits by the permutation
+    symmetry of the heads into the symmetric sector and ``H - 1`` copies of one "asymmetric"
+    block, acting on perturbations ``delta_k = u_k (gamma, eta)`` with ``sum_k u_k = 0``. This
+    returns that ``(h + T) x (h + T)`` block (central finite differences of :func:`reduced_rhs`
+    along ``u = (1, -1, 0, ...)``), whose eigenvalues are the growth rates of head differences.
+    """
+    if H < 2:
+        raise ValueError(f"`H` must be >= 2 for head-asymmetric modes; got {H!r}.")
+    h, T = Sstar.shape
+    u = np.zeros(H)
+    u[:2] = 1.0, -1.0
+    y0 = np.concatenate([np.tile(c, H), np.tile(q, H)])
+    n = h + T
+    J = np.empty((n, n))
+    for k in range(n):
+        e = np.zeros(n)
+        e[k] = step
+        dy = np.concatenate([np.outer(u, e[:h]).ravel(), np.outer(u, e[h:]).ravel()])
+        diff = (reduced_rhs(0, y0 + dy, mstar, Sstar, H) - reduced_rhs(0, y0 - dy, mstar, Sstar,
+                                                                          H)) / (2 * step)
+        J[:h, k] = diff[:h]  # head 0 (u_0 = 1)
+        J[h:, k] = diff[H * h : H * h + T]
+    return J
+
+
+def coupling_times(cfg: FlowConfig, init_stds: Sequence[float], delta: float = 0.1) -> np.ndarray:
+    """:func:`coupling_time` of :func:`solve_flow` for each perturbation std (same seed)."""
+    out = []
+    for std in init_stds:
+        res = solve_flow(dataclasses.replace(cfg, init_std=float(std)))
+        if not res.success:
+            raise RuntimeError(f"solve_flow failed at init_std={std:g}: {res.message}")
+        out.append(coupling_time(res.ds, delta))
+    return np.array(out)
+
+
 # ---------------------------------------------------------------------------- discrete GD / SAM
 def _grad(C, Q, mstar, Sstar):
     """Gradient of the reduced loss: ``-(dC, dQ)`` of :func:`reduced_rhs`."""
@@ -528,10 +573,16 @@ def discrete_flow(cfg: FlowConfig, method: str = "gd", *, lr: float = 0.05, rho:
     """
     if method not in METHODS:
         raise ValueError(f"`method`={method!r} unknown; choose one of {sorted(METHODS)}.")
-    if not lr > 0:
-        raise ValueError(f"`lr` must be positive; got {lr!r}.")
-    if not rho >= 0:
-        raise ValueError(f"`rho` must be >= 0; got {rho!r}.")
+    if not (math.isfinite(lr) and lr > 0):
+        raise ValueError(f"`lr` must be a finite number > 0; got {lr!r}.")
+    if not (math.isfinite(rho) and rho >= 0):
+        raise ValueError(f"`rho` must be a finite number >= 0; got {rho!r}.")
+    if not (isinstance(steps, int) and steps >= 0 and isinstance(record_every, int)
+            and record_every >= 1):  # fmt: skip
+        raise ValueError(
+            f"`steps` must be an int >= 0 and `record_every` an int >= 1; got {steps!r}, "
+            f"{record_every!r}."
+        )
     mstar, Sstar = cfg.scales, target_positions(cfg.h, cfg.T)
     C, Q = init_state(cfg)
     step = METHODS[method]

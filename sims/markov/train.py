@@ -2,17 +2,28 @@
 
 :func:`train` trains a :mod:`~sims.markov.models` model on a :mod:`~sims.markov.chain` dataset
 (finite, multi-epoch, or online) with the Table 2 defaults (AdamW, lr 3e-3, weight decay 0.01,
-global-norm clipping 1.0, batch 3000, 2000 steps, ReduceLROnPlateau(patience 10, factor 0.5)
-stepped per step on the training loss, digest A9) and records, every ``eval_every`` steps on the
-test set:
+global-norm clipping 1.0, batch 3000, 2000 steps, ReduceLROnPlateau(patience 10, factor 0.5))
+and records, every ``eval_every`` steps on the test set:
 
 * ``test_loss`` and ``excess_loss`` = ``E KL(p* || model)`` (test CE minus the true entropy, A11);
 * ``kl_restricted[i]`` = ``E KL(f_{A*_{1:i}} || model)`` for the restricted truths of Eq. (3);
+* ``kl_best[i]`` = ``E KL(f^best_{1:i} || model)`` for the best predictors that see only groups
+  ``1..i`` (:func:`~sims.markov.chain.best_restricted_log_probs`, on the first ``best_contexts``
+  test sequences), and the floors ``kl_floor[i] = E KL(f_{A*_{1:i}} || f^best_{1:i})`` that
+  ``kl_restricted[i]`` cannot go below while the model uses only groups ``1..i`` (issue 16);
 * ``kl_reference[name]`` = ``E KL(p_ref || model)`` for given reference predictions (the
   restricted-context models of Fig. 3 right);
 * ``attention`` (per head, query x key, test-averaged) and ``group_mass`` ``(head, group)``:
   the attention mass each head puts on each lag group (digest §3.1);
 * optionally per-training-example losses (``example_loss``) for trajectory-based selection.
+
+The scheduler (digest A9; issue 16): the paper does not say what ReduceLROnPlateau monitors nor how
+often it is stepped. Stepped every step on the noisy training loss (``scheduler="plateau_step"``,
+the literal reading) it halves the rate every ~10 steps once the stage-1 plateau starts (lr 3e-3 ->
+1e-8 within ~300 steps) and only one pattern is ever learned. The default ``"plateau"`` steps it
+once per evaluation on the held-out (test) loss, which is deterministic, with a relative threshold,
+a cooldown and a floor ``min_lr``; a ``RuntimeWarning`` is raised (and ``attrs["lr_warning"]``
+set) if the rate falls below ``lr_warn``.
 
 Results are ``xarray.Dataset``s (:class:`TrainResult`); :func:`detect_stages` reads stage times
 off them. Long runs checkpoint and resume (``checkpoint=``).
@@ -31,6 +42,7 @@ import dataclasses
 import math
 import os
 import time
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -51,13 +63,16 @@ __all__ = [
     "evaluate",
     "predict_log_probs",
     "detect_stages",
+    "stage_band",
     "group_mass",
+    "check_device",
+    "make_scheduler",
     "OPTIMIZERS",
     "SCHEDULERS",
 ]
 
 OPTIMIZERS = ("adamw", "sgd", "sam")
-SCHEDULERS = ("plateau", "none")
+SCHEDULERS = ("plateau", "plateau_step", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,14 +88,26 @@ class TrainConfig:
         optimizer: ``"adamw"``, ``"sgd"`` or ``"sam"`` (SAM around ``sam_base``).
         sam_rho: SAM radius.
         sam_base: base optimizer of SAM (``"adamw"`` or ``"sgd"``).
-        scheduler: ``"plateau"`` (ReduceLROnPlateau on the training loss, per step) or ``"none"``.
-        plateau_patience: scheduler patience (10).
+        scheduler: ``"plateau"``: ReduceLROnPlateau stepped once per evaluation on the held-out
+            (test) loss; ``"plateau_step"``: stepped every optimisation step on the training loss
+            (the literal reading of Table 2; it collapses the rate at the first plateau, issue
+            16); ``"none"``.
+        plateau_patience: scheduler patience (10), in evaluations for ``"plateau"`` and in steps
+            for ``"plateau_step"``.
         plateau_factor: scheduler factor (0.5).
+        plateau_threshold: relative improvement that counts as progress (PyTorch default 1e-4).
+        plateau_cooldown: evaluations (or steps) to wait after a reduction before counting again.
+        min_lr: floor of the learning rate under the scheduler (0 = none).
+        lr_warn: warn (``RuntimeWarning``, ``attrs["lr_warning"]``) when the rate falls below this.
         online: draw a fresh batch every step (App. C.3) instead of epochs over ``n_train``.
         n_train: training sequences (9000); ignored when ``online``.
         n_test: test sequences (3000).
         eval_every: steps between evaluations (step 0 and the last step are always evaluated).
         eval_batch: sequences per evaluation forward pass.
+        best_contexts: test sequences (the first ones) on which the best-predictor restricted
+            truths ``f^best_{1:i}`` (:func:`~sims.markov.chain.best_restricted_log_probs`) are
+            computed once, for ``kl_best`` and the KL floors; 0 disables them.
+        best_particles: Monte Carlo particles per context when the exact method is too large.
         record_example_losses: also record each training sequence's loss at every evaluation.
         seed: seed of the model init and the batch order (the chain has its own seed).
         threads: ``torch.set_num_threads`` for the run (``None`` leaves it).
@@ -98,11 +125,17 @@ class TrainConfig:
     scheduler: str = "plateau"
     plateau_patience: int = 10
     plateau_factor: float = 0.5
+    plateau_threshold: float = 1e-4
+    plateau_cooldown: int = 0
+    min_lr: float = 0.0
+    lr_warn: float = 1e-5
     online: bool = False
     n_train: int = 9000
     n_test: int = 3000
     eval_every: int = 20
     eval_batch: int = 1000
+    best_contexts: int = 100
+    best_particles: int = 2048
     record_example_losses: bool = False
     seed: int = 0
     threads: int | None = None
@@ -116,18 +149,30 @@ class TrainConfig:
                 raise ValueError(f"`{name}` must be a positive int; got {v!r}.")
         if not (isinstance(self.n_train, int) and self.n_train >= 0):
             raise ValueError(f"`n_train` must be an int >= 0; got {self.n_train!r}.")
-        if not self.lr > 0:
-            raise ValueError(f"`lr` must be positive; got {self.lr!r}.")
-        if not self.weight_decay >= 0:
-            raise ValueError(f"`weight_decay` must be >= 0; got {self.weight_decay!r}.")
-        if self.grad_clip is not None and not self.grad_clip > 0:
-            raise ValueError(f"`grad_clip` must be positive or None; got {self.grad_clip!r}.")
+        if not (isinstance(self.best_contexts, int) and 0 <= self.best_contexts):
+            raise ValueError(f"`best_contexts` must be an int >= 0; got {self.best_contexts!r}.")
+        if not (isinstance(self.best_particles, int) and self.best_particles >= 4):
+            raise ValueError(f"`best_particles` must be an int >= 4; got {self.best_particles!r}.")
+        if not (isinstance(self.plateau_cooldown, int) and self.plateau_cooldown >= 0):
+            raise ValueError(
+                f"`plateau_cooldown` must be an int >= 0; got {self.plateau_cooldown!r}."
+            )
+        _finite(self, "lr", positive=True)
+        _finite(self, "weight_decay")
+        _finite(self, "sam_rho")
+        _finite(self, "plateau_threshold")
+        _finite(self, "min_lr")
+        _finite(self, "lr_warn")
+        if self.grad_clip is not None:
+            _finite(self, "grad_clip", positive=True, extra=" or None")
+        if self.min_lr > self.lr:
+            raise ValueError(
+                f"`min_lr`={self.min_lr!r} is above `lr`={self.lr!r}; the floor must be <= lr."
+            )
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"`optimizer`={self.optimizer!r} unknown; choose one of {OPTIMIZERS}.")
         if self.sam_base not in ("adamw", "sgd"):
             raise ValueError(f"`sam_base`={self.sam_base!r} unknown; choose 'adamw' or 'sgd'.")
-        if not self.sam_rho >= 0:
-            raise ValueError(f"`sam_rho` must be >= 0; got {self.sam_rho!r}.")
         if self.scheduler not in SCHEDULERS:
             raise ValueError(
                 f"`scheduler`={self.scheduler!r} unknown; choose one of {SCHEDULERS} "
@@ -141,6 +186,15 @@ class TrainConfig:
                 f"{self.n_train} and batches are drawn without replacement; lower `batch_size`, "
                 "raise `n_train`, or set `online=True`."
             )
+
+
+def _finite(cfg, name: str, *, positive: bool = False, extra: str = "") -> None:
+    """Raise ``ValueError`` unless ``cfg.name`` is a finite real ``> 0`` (or ``>= 0``)."""
+    v = getattr(cfg, name)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if not ok or (v <= 0 if positive else v < 0):
+        want = "a finite number > 0" if positive else "a finite number >= 0"
+        raise ValueError(f"`{name}` must be {want}{extra}; got {v!r}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,7 +271,9 @@ class TrainResult:
             (and ``example`` when recorded); ``attrs["config"]`` holds the experiment config.
         model: the trained model (eval mode).
         data: the :class:`~sims.markov.chain.MarkovData` used.
-        status: ``"success"`` or ``"failed"`` (non-finite loss).
+        status: ``"success"`` or ``"failed"`` (the message says "diverged at step k": a
+            non-finite training loss; training stopped
+            there and the last evaluation is of the diverged model).
         message: human-readable status.
         seconds: wall time of the run (this process only when resumed).
         step_seconds: mean seconds per optimisation step.
@@ -272,11 +328,66 @@ def _device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
+_BEST_CACHE: dict[tuple, dict[str, np.ndarray]] = {}
+
+
+def best_truths(data: MarkovData, n_contexts: int, n_particles: int) -> dict[str, np.ndarray]:
+    """Best-predictor restricted truths on the first ``n_contexts`` test sequences, and floors.
+
+    Computed once per (chain, test set, sizes) in this process (the runs of one figure share it).
+
+    Returns:
+        ``{"log_probs": (h, n, T, d), "kl_floor": (h,), "kl_floor_first": (h,),
+        "kl_floor_spread": (h,), "excess_floor": (h,), "method": str}``:
+        ``kl_floor[i] = E KL(f_{A*_{1:i}} || f^best_{1:i})`` (the least ``KL_i`` of a model that
+        uses exactly groups ``1..i`` optimally), ``kl_floor_first`` the same at the first scored
+        token (where the unseen lags are i.i.d. uniform seeds), ``excess_floor[i] =
+        E KL(p* || f^best_{1:i})`` (the excess-loss plateau of stage ``i``) and, for the Monte
+        Carlo method, ``kl_floor_spread`` = the floor at ``n_particles/4`` minus the floor at
+        ``n_particles`` (bounds the remaining Monte Carlo bias when it decays at least as
+        ``n**-0.5``; 0 for the exact method).
+    """
+    from .chain import best_restricted_log_probs, kl_divergence
+
+    chain = data.chain
+    cfg = chain.config
+    x = data.test[:n_contexts]
+    key = (cfg, chain.seed, x.tobytes(), n_particles)
+    if key in _BEST_CACHE:
+        return _BEST_CACHE[key]
+    exact = cfg.d ** int(cfg.w) <= 2**18
+    method = "exact" if exact else "monte-carlo"
+    truth = chain.log_probs(x)
+    lp, floor, first, spread, excess = [], [], [], [], []
+    for i in range(1, cfg.h + 1):
+        b = best_restricted_log_probs(chain, x, i, method=method, n_particles=n_particles,
+                                      seed=chain.seed)  # fmt: skip
+        f = chain.log_probs(x, upto=i)
+        kl = kl_divergence(f, b)
+        lp.append(b)
+        floor.append(kl.mean())
+        first.append(kl[:, 0].mean())
+        excess.append(kl_divergence(truth, b).mean())
+        if not exact and i < cfg.h:
+            b4 = best_restricted_log_probs(chain, x, i, method=method,
+                                           n_particles=max(n_particles // 4, 1),
+                                           seed=chain.seed + 1)  # fmt: skip
+            spread.append(kl_divergence(f, b4).mean() - floor[-1])
+        else:
+            spread.append(0.0)
+    out = {"log_probs": np.stack(lp), "kl_floor": np.array(floor),
+           "kl_floor_first": np.array(first), "kl_floor_spread": np.array(spread),
+           "excess_floor": np.array(excess), "method": method}  # fmt: skip
+    _BEST_CACHE[key] = out
+    return out
+
+
 class _Evaluator:
     """Pre-computes truth log-probs on the test set; evaluates a model in chunks."""
 
     def __init__(self, data: MarkovData, reference: Mapping[str, np.ndarray] | None,
-                 batch: int, device) -> None:  # fmt: skip
+                 batch: int, device, best_contexts: int = 0,
+                 best_particles: int = 2048) -> None:  # fmt: skip
         chain = data.chain
         self.data, self.batch, self.device = data, batch, device
         h = chain.config.h
@@ -284,6 +395,10 @@ class _Evaluator:
             torch.as_tensor(chain.log_probs(data.test, upto=i), dtype=torch.float32)
             for i in range(1, h + 1)
         ]  # h x (N, T, d)
+        self.n_best = min(best_contexts, len(data.test))
+        self.best = best_truths(data, self.n_best, best_particles) if self.n_best else None
+        self.best_lp = (torch.as_tensor(self.best["log_probs"], dtype=torch.float32)
+                        if self.best else None)  # (h, n_best, T, d)  # fmt: skip
         self.entropy = float(-(self.truth[-1].exp() * self.truth[-1]).sum(-1).mean())
         self.reference = {k: torch.as_tensor(v, dtype=torch.float32)
                           for k, v in (reference or {}).items()}  # fmt: skip
@@ -303,6 +418,7 @@ class _Evaluator:
         h = len(self.truth)
         ce = 0.0
         kl = np.zeros(h)
+        klb = np.zeros(h)
         klr = np.zeros(len(self.reference))
         attn_sum = None
         for i in range(0, n, self.batch):
@@ -313,6 +429,10 @@ class _Evaluator:
             for r in range(h):
                 ref = self.truth[r][sl]
                 kl[r] += float((ref.exp() * (ref - lp)).sum())
+            if self.best_lp is not None and i < self.n_best:
+                nb = min(self.n_best - i, len(lp))
+                ref = self.best_lp[:, i : i + nb]  # (h, nb, T, d)
+                klb += (ref.exp() * (ref - lp[None, :nb])).sum((1, 2, 3)).double().numpy()
             for j, ref in enumerate(self.reference.values()):
                 ref = ref[sl]
                 klr[j] += float((ref.exp() * (ref - lp)).sum())
@@ -322,6 +442,7 @@ class _Evaluator:
         return {
             "test_loss": ce / npos,
             "kl_restricted": kl / npos,
+            "kl_best": klb / max(self.n_best * self.targets.shape[1], 1),
             "kl_reference": klr / npos,
             "attention": (attn_sum / n).numpy(),
         }
@@ -343,9 +464,45 @@ def evaluate(model: torch.nn.Module, data: MarkovData,
     """One evaluation of ``model`` on ``data.test`` (the metrics listed in the module docstring)."""
     ev = _Evaluator(data, reference, 1000, _device(model))
     out = ev(model)
+    out.pop("kl_best")
     out["excess_loss"] = out["test_loss"] - ev.entropy
     out["group_mass"] = group_mass(out["attention"], data.chain.config)
     return out
+
+
+def check_device(device: str | torch.device) -> torch.device:
+    """Parse ``device`` and check that this torch build can use it (before any work).
+
+    Raises:
+        ValueError: for an unknown device string, or a CUDA/MPS device that this torch build or
+            machine does not have (e.g. ``"cuda"`` on the CPU wheel ``torch==2.13.0``).
+    """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"`device`={device!r} is not a torch device ({exc}); use 'cpu' or "
+                         "'cuda'.") from None  # fmt: skip
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        build = torch.version.cuda or "none (CPU-only build)"
+        raise ValueError(
+            f"`device`={device!r} but torch {torch.__version__} has no usable CUDA device "
+            f"(CUDA build: {build}); use --device cpu, or run on a GPU machine with a CUDA build "
+            "of torch."
+        )
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"`device`={device!r} but MPS is not available here; use --device cpu.")
+    return dev
+
+
+def make_scheduler(opt: torch.optim.Optimizer, cfg: TrainConfig):
+    """The ReduceLROnPlateau of Table 2 as ``cfg`` configures it (``None`` for ``"none"``)."""
+    if cfg.scheduler == "none":
+        return None
+    return torch.optim.lr_scheduler.ReduceLROnPlateau(
+        opt, mode="min", factor=cfg.plateau_factor, patience=cfg.plateau_patience,
+        threshold=cfg.plateau_threshold, threshold_mode="rel", cooldown=cfg.plateau_cooldown,
+        min_lr=cfg.min_lr,
+    )  # fmt: skip
 
 
 def _make_optimizer(model: torch.nn.Module, cfg: TrainConfig):
@@ -395,6 +552,7 @@ def train(
 
     if not isinstance(exp, ExperimentConfig):
         raise TypeError(f"`exp` must be an ExperimentConfig; got {type(exp).__name__}.")
+    device = check_device(device)
     cfg = exp.train
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
@@ -415,20 +573,15 @@ def train(
     torch.manual_seed(int(ss_model.generate_state(1)[0]))
     model = build_model(exp.model).to(device)
     opt = _make_optimizer(model, cfg)
-    sched = (
-        torch.optim.lr_scheduler.ReduceLROnPlateau(
-            _base(opt), mode="min", factor=cfg.plateau_factor, patience=cfg.plateau_patience
-        )
-        if cfg.scheduler == "plateau"
-        else None
-    )
+    sched = make_scheduler(_base(opt), cfg)
     batch_rng = np.random.default_rng(ss_batch)
     if cfg.online:
         batches = OnlineStream(chain, cfg.batch_size, batch_rng)
     else:
         batches = BatchSampler(len(data.train), cfg.batch_size, batch_rng, index=train_index)
-    ev = _Evaluator(data, reference, cfg.eval_batch, device)
-    hist: dict[str, list] = {k: [] for k in ("step", "test_loss", "kl_restricted",
+    ev = _Evaluator(data, reference, cfg.eval_batch, device, cfg.best_contexts,
+                    cfg.best_particles)  # fmt: skip
+    hist: dict[str, list] = {k: [] for k in ("step", "test_loss", "kl_restricted", "kl_best",
                                               "kl_reference", "attention", "lr", "train_loss",
                                               "example_loss")}  # fmt: skip
     start, run_loss = 0, float("nan")
@@ -445,19 +598,38 @@ def train(
         if not cfg.online:
             batches._perm, batches._pos = state["perm"], state["pos"]
         torch.set_rng_state(state["torch_rng"])
+        if device.type == "cuda" and state.get("cuda_rng") is not None:  # dropout on the GPU
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
         hist, start, run_loss = state["hist"], state["step"], state["run_loss"]
+
+    lr_warning: list[str] = []
+
+    def step_scheduler(value: float, step: int) -> None:
+        sched.step(value)
+        lr = _base(opt).param_groups[0]["lr"]
+        if lr < cfg.lr_warn and not lr_warning:
+            lr_warning.append(
+                f"learning rate {lr:.3g} fell below {cfg.lr_warn:g} at step {step} "
+                f"(scheduler {cfg.scheduler!r}); later stages may never be learned: raise "
+                "`min_lr`, `plateau_patience` or use scheduler='plateau'/'none'"
+            )
+            warnings.warn(lr_warning[0], RuntimeWarning, stacklevel=3)
 
     def record(step: int) -> None:
         m = ev(model)
         hist["step"].append(step)
         hist["test_loss"].append(m["test_loss"])
         hist["kl_restricted"].append(m["kl_restricted"])
+        hist["kl_best"].append(m["kl_best"])
         hist["kl_reference"].append(m["kl_reference"])
         hist["attention"].append(m["attention"])
         hist["lr"].append(_base(opt).param_groups[0]["lr"])
         hist["train_loss"].append(run_loss)
         if cfg.record_example_losses and not cfg.online:
             hist["example_loss"].append(ev.example_losses(model, data.train))
+        if sched is not None and cfg.scheduler == "plateau" and step > 0:
+            if math.isfinite(m["test_loss"]):
+                step_scheduler(m["test_loss"], step)
         model.train()
 
     def save(step: int) -> None:
@@ -467,6 +639,7 @@ def train(
             "config": exp.to_dict(), "model": model.state_dict(), "opt": _base(opt).state_dict(),
             "sched": sched.state_dict() if sched is not None else None,
             "batch_rng": batch_rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
             "perm": getattr(batches, "_perm", None), "pos": getattr(batches, "_pos", None),
             "hist": hist, "step": step, "run_loss": run_loss,
         }  # fmt: skip
@@ -510,14 +683,16 @@ def train(
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
         run_loss = float(loss.detach())
-        if sched is not None:
-            sched.step(run_loss)
         train_time += time.perf_counter() - ts
         n_steps += 1
         if not math.isfinite(run_loss):
-            status, message = "failed", f"non-finite training loss at step {step + 1}"
+            status = "failed"
+            message = (f"diverged at step {step + 1}: non-finite training loss ({run_loss}); "
+                       f"lower `lr` (now {cfg.lr:g}) or keep `grad_clip`")  # fmt: skip
             record(step + 1)
             break
+        if sched is not None and cfg.scheduler == "plateau_step":
+            step_scheduler(run_loss, step + 1)
         if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
             record(step + 1)
             if progress:
@@ -538,6 +713,12 @@ def train(
         "train_loss": ("step", np.asarray(hist["train_loss"])),
         "lr": ("step", np.asarray(hist["lr"])),
         "kl_restricted": (("step", "restricted"), kl),
+        **({"kl_best": (("step", "restricted"), np.stack(hist["kl_best"])),
+            "kl_floor": ("restricted", ev.best["kl_floor"]),
+            "kl_floor_first": ("restricted", ev.best["kl_floor_first"]),
+            "kl_floor_spread": ("restricted", ev.best["kl_floor_spread"]),
+            "excess_floor": ("restricted", ev.best["excess_floor"])}
+           if ev.best is not None else {}),  # fmt: skip
         "kl_reference": (("step", "reference"), klr),
         "attention": (("step", "head", "query", "key"), attn),
         "group_mass": (("step", "head", "group"), group_mass(attn, exp.chain)),
@@ -560,6 +741,9 @@ def train(
             "entropy": ent,
             "status": status,
             "message": message,
+            "lr_warning": lr_warning[0] if lr_warning else "",
+            "best_method": ev.best["method"] if ev.best is not None else "none",
+            "best_contexts": ev.n_best,
             "seconds": seconds,
             "step_seconds": train_time / max(n_steps, 1),
         },  # fmt: skip
@@ -615,9 +799,12 @@ def detect_stages(ds, *, threshold: float = 0.5, ratio: float = 1.3) -> StageRep
             gt[g] = steps[hit[0]]
     kl = ds["kl_restricted"].values
     kt = np.full(h, np.inf)
-    for i in range(h):
-        lo, hi = kl[:, i].min(), kl[0, i]
-        hit = np.nonzero(kl[:, i] <= lo + 0.1 * (hi - lo))[0]
+    for i in range(h):  # a diverged run has NaN rows: use the finite evaluations only
+        fin = np.isfinite(kl[:, i])
+        if not fin.any():
+            continue
+        lo, hi = kl[fin, i].min(), kl[fin, i][0]
+        hit = np.nonzero(fin & (kl[:, i] <= lo + 0.1 * (hi - lo)))[0]
         kt[i] = steps[hit[0]]
     from .tensor_dynamics import count_stages
 
@@ -626,6 +813,50 @@ def detect_stages(ds, *, threshold: float = 0.5, ratio: float = 1.3) -> StageRep
     order_ok = bool(np.all(np.isfinite(gt[: f.size])) and np.all(np.diff(f) >= 0))
     before = steps < gt[1] if h > 1 else np.ones_like(steps, dtype=bool)
     heads_first = int((M[before, :, 0] >= threshold).sum(-1).max()) if before.any() else 0
-    final = M[-1].argmax(-1)
-    n_pat = int(((M[-1] >= threshold).any(0)).sum())
+    ok_rows = np.nonzero(np.isfinite(M).all((1, 2)))[0]
+    last = M[ok_rows[-1]] if ok_rows.size else np.zeros(M.shape[1:])
+    final = last.argmax(-1)
+    n_pat = int(((last >= threshold).any(0)).sum())
     return StageReport(gt, kt, n_stages, order_ok, heads_first, final, n_pat)
+
+
+#: Threshold grids of :func:`stage_band` (issue 16: stage counts depend on them).
+BAND_THRESHOLDS = (0.4, 0.5, 0.6, 0.7)
+BAND_RATIOS = (1.1, 1.3, 1.5, 2.0)
+
+
+def stage_band(ds, *, thresholds=BAND_THRESHOLDS, ratios=BAND_RATIOS):
+    """Stage counts of :func:`detect_stages` over a grid of mass thresholds and merge ratios.
+
+    The number of stages read off a run depends on both knobs (at m = 1.3 one run gives 1, 2 or
+    3 stages); report it as a band, not as one number.
+
+    Returns:
+        ``xarray.Dataset`` with ``n_stages (threshold, ratio)``, ``n_patterns (threshold,)`` and
+        ``pattern_time (threshold, group)``; ``attrs`` ``min``/``max`` of ``n_stages`` and the
+        count at the defaults (``threshold=0.5, ratio=1.3``).
+    """
+    import xarray as xr
+
+    thresholds, ratios = [float(x) for x in thresholds], [float(x) for x in ratios]
+    if not thresholds or not ratios or not all(0 < x < 1 for x in thresholds):
+        raise ValueError(f"`thresholds` must be in (0, 1) and non-empty; got {thresholds!r}.")
+    if not all(r >= 1 for r in ratios):
+        raise ValueError(f"`ratios` must be >= 1 and non-empty; got {ratios!r}.")
+    n = np.zeros((len(thresholds), len(ratios)), dtype=int)
+    npat = np.zeros(len(thresholds), dtype=int)
+    times = []
+    for i, th in enumerate(thresholds):
+        for j, r in enumerate(ratios):
+            rep = detect_stages(ds, threshold=th, ratio=r)
+            n[i, j] = rep.n_stages
+        npat[i] = rep.n_patterns
+        times.append(rep.group_times)
+    default = detect_stages(ds).n_stages
+    return xr.Dataset(
+        {"n_stages": (("threshold", "ratio"), n), "n_patterns": (("threshold",), npat),
+         "pattern_time": (("threshold", "group"), np.array(times))},
+        coords={"threshold": thresholds, "ratio": ratios,
+                "group": np.arange(1, len(times[0]) + 1)},
+        attrs={"min": int(n.min()), "max": int(n.max()), "default": int(default)},
+    )  # fmt: skip

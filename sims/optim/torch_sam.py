@@ -617,6 +617,8 @@ class SAMFamily(torch.optim.Optimizer):
                 with torch.enable_grad():
                     out = c()
                 loss, logits = _unpack(out, self.needs_logits, self.variant)
+                if not self.needs_logits:  # SAM: holding the logits would only cost memory
+                    out = logits = None
                 if i == 0 and any(p.grad is not None for p in self._params()):
                     raise RuntimeError(
                         "the closure called backward(): a SAM-family closure must only run the "
@@ -624,6 +626,7 @@ class SAMFamily(torch.optim.Optimizer):
                     )
                 self.first_pass(loss, logits, closure=c, rng_state=rng)
                 total = loss.detach() if total is None else total + loss.detach()
+                del out, loss, logits  # pass 1's logits must not live through pass 2
         if not self._pending:
             raise RuntimeError(
                 "SAMFamily.step needs a `closure` (returning (loss, logits)), or first passes "
@@ -644,8 +647,10 @@ class SAMFamily(torch.optim.Optimizer):
                 with torch.enable_grad():
                     loss, logits = _unpack(c(), self.needs_logits, self.variant)
                     if self.variant == "sam":
+                        logits = None
                         backward(loss)
                     elif self.variant == "fsam":
+                        del loss  # frees the loss graph (e.g. log-softmax) before the VJP
                         torch.autograd.backward(logits, r)
                     elif self.variant == "lsam":
                         r_tilde.append(torch.autograd.grad(loss, logits)[0].detach())
@@ -654,6 +659,7 @@ class SAMFamily(torch.optim.Optimizer):
                             torch.autograd.grad(loss, logits, retain_graph=True)[0].detach()
                         )
                         torch.autograd.backward(logits, r)
+                loss = None
                 del loss, logits
             if self.variant in ("lsam", "angle_sam"):
                 self._restore()

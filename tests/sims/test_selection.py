@@ -4,6 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sims.selection import (
+    cluster_by_source,
     cluster_trajectories,
     select_easy,
     select_hard_random_easy,
@@ -100,3 +101,78 @@ def test_numpy_backend_matches_sklearn(features):
     assert a.inertia == pytest.approx(b.inertia, rel=1e-9)
     with pytest.raises(ValueError, match="`backend` must be"):
         cluster_trajectories(losses, backend="faiss")
+
+
+def _two_sources():
+    # Source "hi" has losses ~3x those of "lo"; each has an easy and a hard subgroup.
+    a = _two_groups(n_easy=30, n_hard=20, seed=1) * 3.0
+    b = _two_groups(n_easy=40, n_hard=10, seed=2)
+    losses = np.vstack([a, b])
+    sources = np.array(["hi"] * 50 + ["lo"] * 50)
+    truth = np.r_[[False] * 30, [True] * 20, [False] * 40, [True] * 10]
+    return losses, sources, truth
+
+
+def test_cluster_by_source_finds_hard_subgroup_inside_each_source():
+    losses, sources, truth = _two_sources()
+    sel = cluster_by_source(losses, sources, small_sources="none")
+    assert np.array_equal(sel.hard_mask, truth)
+    assert sel.sources == ("hi", "lo")
+    assert sel.per_source["hi"] == {
+        "size": 50, "rule": "clustered", "n_hard": 20, "hard_fraction": 0.4,
+        "cluster_means": sel.per_source["hi"]["cluster_means"], "cluster_sizes": [30, 20],
+        "centers": sel.per_source["hi"]["centers"],
+    }  # fmt: skip
+    hi = sel.per_source["hi"]
+    assert np.allclose(hi["centers"][1], losses[30:50].mean(0))  # hard centre = hard rows' mean
+    assert hi["cluster_means"][1] == pytest.approx(losses[30:50].mean())
+    assert sel.per_source["lo"]["n_hard"] == 10
+    assert set(sel.labels.tolist()) == {0, 1}
+    # A global k-means is dominated by the level of "hi": it misses the hard group of "lo".
+    glob = cluster_trajectories(losses).hard_mask
+    assert glob[30:50].all() and not glob[90:].any()
+
+
+def test_cluster_by_source_order_invariant():
+    losses, sources, truth = _two_sources()
+    perm = np.random.default_rng(5).permutation(len(losses))
+    sel = cluster_by_source(losses[perm], sources[perm], small_sources="none")
+    assert np.array_equal(sel.hard_mask, truth[perm])
+
+
+def test_small_source_rules():
+    losses, sources, truth = _two_sources()
+    tiny = np.full((5, losses.shape[1]), 0.01)  # very easy, but a small source
+    losses = np.vstack([losses, tiny])
+    sources = np.r_[sources, ["tiny"] * 5]
+    # mean source size is 35: "tiny" (5) is below it and selected whole; 50 >= 35 clustered.
+    sel = cluster_by_source(losses, sources, small_sources="below_mean")
+    assert sel.per_source["tiny"]["rule"] == "small"
+    assert sel.hard_mask[-5:].all()
+    assert np.array_equal(sel.hard_mask[:-5], truth)
+    assert (sel.labels[-5:] == -1).all()
+    # "none" clusters it too; its 5 identical rows cannot be split: degenerate, none selected.
+    sel = cluster_by_source(losses, sources, small_sources="none")
+    assert sel.per_source["tiny"]["rule"] == "degenerate"
+    assert not sel.hard_mask[-5:].any()
+    # min_source_size wins over "none"; a threshold of 51 makes every source small.
+    sel = cluster_by_source(losses, sources, small_sources="none", min_source_size=51)
+    assert sel.hard_mask.all()
+    assert sel.hard_fraction == 1.0
+
+
+def test_cluster_by_source_relative_features():
+    losses, sources, truth = _two_sources()
+    sel = cluster_by_source(losses, sources, small_sources="none", features="relative")
+    assert np.array_equal(sel.hard_mask, truth)  # slow relative decrease = hard
+    assert sel.features == "relative"
+
+
+def test_cluster_by_source_bad_inputs():
+    losses, sources, _ = _two_sources()
+    with pytest.raises(ValueError, match=r"`sources` must have shape \(100,\)"):
+        cluster_by_source(losses, sources[:3])
+    with pytest.raises(ValueError, match="`small_sources` must be one of"):
+        cluster_by_source(losses, sources, small_sources="tiny")
+    with pytest.raises(ValueError, match="`min_source_size` must be >= 0"):
+        cluster_by_source(losses, sources, min_source_size=-1)

@@ -9,11 +9,13 @@ from sims.io import read_json
 
 
 @pytest.mark.parametrize(
-    "name", ["sosd_toy", "sosd_theory", pytest.param("sosd_bridge", marks=pytest.mark.slow)]
+    "name",
+    ["sosd_toy", "sosd_theory", pytest.param("sosd_bridge", marks=pytest.mark.slow),
+     pytest.param("sosd_lm", marks=pytest.mark.slow)],
 )
 def test_quick_render_and_reuse(name, tmp_path):
     mod = figures.discover()[name]
-    if name == "sosd_bridge":
+    if name in ("sosd_bridge", "sosd_lm"):
         pytest.importorskip("torch")
         pytest.importorskip("jax")
         assert mod.FIGURE.extra == "torch"

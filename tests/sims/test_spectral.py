@@ -414,6 +414,10 @@ def test_recorder_attached_to_a_torch_optimizer():
     got = float(ds.delta_sigma.sel(matrix="1.weight").isel(record=2))
     assert got == pytest.approx(sd_variation(copies[3]["1.weight"], copies[6]["1.weight"]),
                                 rel=1e-9)  # fmt: skip
+    a, b = copies[3]["1.weight"].double(), copies[6]["1.weight"].double()
+    row = ds.sel(matrix="1.weight").isel(record=2)
+    assert float(row.update_norm) == pytest.approx(float(torch.linalg.norm(b - a)), rel=1e-9)
+    assert float(row.a4_bound) == pytest.approx(lemma_a4_bound(a, b), rel=1e-9)
     ok = ds.a4_ratio.isel(record=slice(1, None)).values
     assert np.all(ok[np.isfinite(ok)] <= 1)
 

@@ -173,3 +173,94 @@ def test_alignment_table_on_a_planted_dataset():
     assert np.all(np.abs(np.array(key["offsets"]) - [-10, 10]) <= 10)
     flat = alignment_table(ds, "merged")["gd"][0]
     assert flat["n_peaks"] == 0 and flat["offsets"] == []
+
+
+def test_lm_spectra_start_from_train_lms_init_and_track_its_weights():
+    from sims.lm import train_lm
+    from sims.spectral import singular_values
+    from sims.spectral_bridge import lm_sosd_config, train_lm_with_spectra
+
+    cfg = lm_sosd_config("constant", scale="quick").replace(steps=20)
+    # the step-0 record is GPT(config.model) under torch.manual_seed(seed): a zero-lr run keeps it
+    frozen = train_lm(cfg.replace(lr=0.0)).model
+    run, sp = train_lm_with_spectra(cfg, every=5)
+    assert sp.step.values.tolist() == [0, 5, 10, 15, 20]
+    assert "lm_head.weight" not in sp.matrix.values  # tied embedding excluded
+    for name in ("blocks.0.attn.qkv.weight", "blocks.1.mlp.fc.weight"):
+        w0 = dict(frozen.named_parameters())[name]
+        wT = dict(run.model.named_parameters())[name]
+        r = int(sp["rank"].sel(matrix=name))
+        np.testing.assert_allclose(sp.sigma.sel(matrix=name).isel(record=0).values[:r],
+                                   singular_values(w0), rtol=1e-6)  # fmt: skip
+        np.testing.assert_allclose(sp.sigma.sel(matrix=name).isel(record=-1).values[:r],
+                                   singular_values(wT), rtol=1e-6)  # fmt: skip
+        assert float(sp.weight_cos_final.sel(matrix=name).isel(record=-1)) == pytest.approx(1.0)
+    assert set(sp.group.values) == {"attn", "mlp"}
+    ok = sp.a4_ratio.values[np.isfinite(sp.a4_ratio.values)]
+    assert ok.size > 0 and np.all(ok <= 1)
+
+
+def test_lm_summary_and_configs():
+    from sims.spectral_bridge import (
+        LM_EXPERIMENTS,
+        lm_decay_start,
+        lm_sosd_config,
+        lm_sosd_summary,
+        train_lm_with_spectra,
+    )
+
+    assert lm_decay_start(lm_sosd_config("step")) == 1000.0
+    assert lm_decay_start(lm_sosd_config("wsd")) == 2000 - 568
+    assert lm_decay_start(lm_sosd_config("constant")) is None
+    assert lm_sosd_config("wsd_muon").optimizer == "muon"
+    assert lm_sosd_config("cosine_wd").weight_decay == 0.1
+    assert lm_sosd_config("cosine", scale="gpu").model.d_model == 384
+    assert set(LM_EXPERIMENTS) == {"constant", "step", "wsd", "cosine", "cosine_wd", "wsd_muon"}
+    with pytest.raises(ValueError, match="unknown experiment"):
+        lm_sosd_config("adam")
+    with pytest.raises(ValueError, match="`scale`"):
+        lm_sosd_config("wsd", scale="tpu")
+    cfg = lm_sosd_config("step", scale="quick")
+    run, sp = train_lm_with_spectra(cfg, every=5)
+    s = lm_sosd_summary(run, sp, decay_start=lm_decay_start(cfg))
+    assert s["a4_ratio_violations"] == 0 and s["a4_records_checked"] > 0
+    assert s["decay_ratio"] < 1  # ΔΣ drops when the learning rate drops ×0.1
+    assert s["status"] == "success" and np.isfinite(s["val_loss_final"])
+
+
+@pytest.mark.slow
+def test_hf_callback_records_lora_updates_in_a_real_trainer(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    from sims.spectral import hf_spectral_callback, singular_values
+    from sims.spectral_bridge import lora_matrices
+
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=1, num_attention_heads=2,
+                                   num_key_value_heads=2, max_position_embeddings=32)  # fmt: skip
+    torch.manual_seed(0)
+    model = peft.get_peft_model(
+        transformers.LlamaForCausalLM(cfg),
+        peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]),
+    )
+    ids = torch.randint(0, 64, (16, 12))
+    data = [{"input_ids": x, "labels": x} for x in ids]
+    cb = hf_spectral_callback(every=2, matrices=lora_matrices)
+    args = transformers.TrainingArguments(str(tmp_path), per_device_train_batch_size=4,
+                                          max_steps=4, learning_rate=1e-2, report_to=[],
+                                          save_strategy="no", logging_strategy="no",
+                                          use_cpu=True, disable_tqdm=True)  # fmt: skip
+    transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[cb]).train()
+    ds = cb.recorder.to_dataset()
+    assert ds.step.values.tolist() == [0, 2, 4]
+    names = list(ds.matrix.values)
+    assert len(names) == 6 and sum(n.endswith(".delta") for n in names) == 2
+    delta = next(n for n in names if n.endswith(".delta"))
+    b = delta.replace(".delta", ".B")
+    assert str(ds.state_reason.sel(matrix=b).isel(record=0).values).startswith("zero")
+    final = lora_matrices(model)[delta].detach()
+    r = int(ds["rank"].sel(matrix=delta))
+    np.testing.assert_allclose(ds.sigma.sel(matrix=delta).isel(record=-1).values[:r],
+                               singular_values(final), rtol=1e-6, atol=1e-12)  # fmt: skip
+    assert np.count_nonzero(singular_values(final) > 1e-9 * singular_values(final)[0]) <= 4
+    assert np.isfinite(float(ds.delta_sigma.sel(matrix=delta).isel(record=2)))

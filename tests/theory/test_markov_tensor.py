@@ -30,3 +30,27 @@ def test_monte_carlo_detects_a_wrong_formula():
     # dropping the noise term must be caught: compare with a biased "exact" value
     res = mt.check_prop1_monte_carlo(n=20_000)
     assert "s.e." in res.detail and res.method == "monte-carlo"
+
+
+_RESULTS: dict = {}
+
+
+def _result(name):
+    if name not in _RESULTS:
+        _RESULTS[name] = theory.load_all()[name].func()
+    return _RESULTS[name]
+
+
+def test_every_seed004_claim_states_its_sizes_and_method():
+    cheap = NAMES + ["seed004_coupling_neutral_mode"]  # the costlier ones: test_markov_coupling
+    for name in cheap:
+        r = _result(name)
+        assert r.sizes, f"{name} must say at which sizes its verdict holds"
+        assert r.method and r.method != "not-checkable", name
+
+
+def test_single_sum_erratum_reports_the_printed_residual():
+    c = theory.load_all()["seed004_prop1_single_sum_erratum"]
+    r = _result(c.name)
+    assert r.residual == 0 and r.printed_residual != 0
+    assert c.verdict(r) == "printed statement refuted; corrected form verified"

@@ -1,23 +1,86 @@
+"""The command line: help, one-line errors naming the flags, output checked before work."""
+
+import time
+
 import pytest
 
 from sims.linear_attention.__main__ import main
+from tests.core_only import run_core_only
 
 
-def test_help_and_usage_errors(capsys):
+def _exit(argv):
     with pytest.raises(SystemExit) as exc:
-        main(["--help"])
-    assert exc.value.code == 0
-    assert "--optimizer" in capsys.readouterr().out
-    assert main(["--runs", "0"]) == 2
-    assert "`n_runs` must be an int >= 1" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exc:
-        main(["--optimizer", "adam"])
-    assert exc.value.code == 2
+        main(argv)
+    return exc.value.code
 
 
-def test_tiny_run_saves_netcdf(tmp_path, capsys):
+def test_help_lists_subcommands_and_every_flag(capsys):
+    assert _exit(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "figure1 | mechanism | upsampling" in out.splitlines()[0]
+    for flag in ("--optimizer", "--runs", "--steps", "--paper-steps", "--features",
+                 "--selection", "--log-every", "--out"):
+        line = next(ln for ln in out.splitlines() if ln.strip().startswith(flag))
+        assert len(line.split()) > 2 or "default" in out  # every flag has help text
+    assert _exit(["figure1", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--quick" in out and "--recompute" in out and "default" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [(["--runs", "0"], "`--runs` must be an int >= 1; got 0"),
+     (["--steps", "0"], "`--steps` must be an int >= 1"),
+     (["--paper-steps", "50", "--steps", "20", "--log-every", "1"], "`--paper-steps` (50)"),
+     (["--anchor-preprocessing"], "`--anchor-preprocessing` needs explicit tokens")],
+)  # fmt: skip
+def test_usage_errors_name_the_flag(argv, flag, capsys):
+    assert _exit(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and flag in err
+
+
+def test_unwritable_output_fails_before_any_work(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    t0 = time.perf_counter()
+    assert _exit(["--runs", "2", "--out", "/proc/x/r.nc"]) == 2
+    assert "`--out` '/proc/x/r.nc' is not writable" in capsys.readouterr().err
+    assert _exit(["figure1", "--quick", "--out", str(blocker)]) == 2
+    assert "is an existing file" in capsys.readouterr().err
+    assert _exit(["figure1", "--quick", "--results", str(blocker / "sub")]) == 2
+    assert time.perf_counter() - t0 < 20  # nothing was computed
+
+
+@pytest.mark.slow
+def test_tiny_run_prints_a_table_and_saves(tmp_path, capsys):
     out = tmp_path / "r.nc"
-    args = "--optimizer sam --runs 2 --steps 60 --P 200 --d 2 --heads 2 --proxy-steps 30"
-    rc = main([*args.split(), "--no-progress", "--out", str(out)])
-    assert rc == 0 and out.exists()
-    assert '"median_test_loss"' in capsys.readouterr().out
+    args = ("--optimizer sam --runs 2 --steps 201 --paper-steps 101 --log-every 1 --P 200 --d 2 "
+            "--heads 2 --proxy-steps 30 --no-progress")
+    assert main([*args.split(), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "test loss median" in text and "runs with 0..d features" in text
+    assert f"wrote {out}" in text and out.exists()
+    from sims.io import read_netcdf
+
+    ds = read_netcdf(out)
+    assert list(ds.method.values) == ["gd", "sam"] and ds.attrs["meta"]["config"]["n_runs"] == 2
+
+
+def test_core_install_says_which_extra():
+    res = run_core_only("sims.linear_attention", "--help")
+    assert res.returncode == 2
+    assert "needs the `jax` extra" in res.stderr and 'pip install -e ".[jax]"' in res.stderr
+    assert "Traceback" not in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_library_never_imports_figures():
+    import subprocess
+    import sys
+
+    code = ("import sys, sims.linear_attention.__main__, sims.linear_attention.products, "
+            "sims.linear_attention.plotting, sims.linear_attention.mechanism, "
+            "sims.linear_attention.study; "
+            "print(any(m == 'figures' or m.startswith('figures.') for m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "False"

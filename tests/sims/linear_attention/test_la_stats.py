@@ -75,3 +75,20 @@ def test_anchor_preprocessing_centres_and_whitens():
     w = np.linalg.solve(x[:, :3, :], y[:, :3, None])[..., 0]
     np.testing.assert_allclose(w.mean(0), 0.0, atol=1e-10)
     np.testing.assert_allclose(np.cov(w.T), np.eye(3), atol=1e-10)
+
+
+@pytest.mark.parametrize("scale", [1.0, 31.0])
+def test_ansatz_coefficients_of_population_moments(scale):
+    """σ_i = s λ_i², κ_i = s² λ_i a_i (App. C.2), and the rate is −½ dL/dv on the ansatz."""
+    from sims.linear_attention.stats import ansatz_coefficients
+
+    cov = make_covariance("linear", 3, seed=5)
+    lam, e = eigh_desc(cov)
+    pop = population_moments(cov, 7, scale=scale)
+    sig, kap = ansatz_coefficients(pop, e)
+    np.testing.assert_allclose(sig, scale * lam**2, rtol=1e-12)
+    np.testing.assert_allclose(kap, scale**2 * lam * a_coefficients(cov, 7), rtol=1e-12)
+    v = 0.3
+    p = ansatz_params(e, np.array([0.0, v]), n_heads=2)
+    g = jax.grad(loss)(p, pop)
+    assert -0.5 * float(g.v[1]) == pytest.approx(sig[1] * v**2 - kap[1] * v**5, rel=1e-12)

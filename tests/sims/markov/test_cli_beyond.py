@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
 
-from sims.markov.__main__ import main
 from sims.markov.beyond import (
     entropies,
     minimal_uniformity,
@@ -10,50 +9,6 @@ from sims.markov.beyond import (
     paired_gains,
 )
 from sims.markov.experiments import minimal_exp, reseed
-
-
-def test_cli_ode_writes_result(tmp_path, capsys):
-    out = tmp_path / "ode.nc"
-    assert main(["ode", "--T", "8", "--t-max", "500", "--out", str(out)]) == 0
-    assert out.exists() and "stage times" in capsys.readouterr().out
-
-
-def test_cli_train_quick(tmp_path, capsys):
-    assert (
-        main(
-            [
-                "train",
-                "--scale",
-                "quick",
-                "--no-progress",
-                "--steps",
-                "3",
-                "--out",
-                str(tmp_path / "r.nc"),
-            ]
-        )
-        == 0
-    )
-    assert "pattern times" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["train", "--scale", "quick", "--scheduler", "cosine"],
-        ["train", "--scale", "quick", "--u", "-1"],
-        ["ode", "--m", "-2"],
-    ],
-)
-def test_cli_bad_values_exit_2(argv, capsys):
-    assert main(argv) == 2
-    assert "error" in capsys.readouterr().err
-
-
-def test_cli_usage_error_exits_2():
-    with pytest.raises(SystemExit) as e:
-        main(["nonsense"])
-    assert e.value.code == 2
 
 
 def test_entropies():

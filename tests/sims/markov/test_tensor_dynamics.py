@@ -4,6 +4,7 @@ from scipy.integrate import solve_ivp
 
 from sims.markov.tensor_dynamics import (
     FlowConfig,
+    antisymmetric_jacobian,
     count_stages,
     coupling_time,
     discrete_flow,
@@ -159,17 +160,93 @@ def test_sam_with_rho_zero_is_gd():
     np.testing.assert_allclose(a.C.values, b.C.values, atol=1e-14)
 
 
-def test_lyapunov_phi_broadcasts():
+def test_lyapunov_phi_values_by_hand():
     ms, Ss = target_scales(3, 1.7, 1.0), target_positions(3, 5)
-    c, s = np.ones((4, 3)), np.full((4, 5), 0.2)
-    assert lyapunov_phi(c, s, ms, Ss, 3).shape == (4,)
+    rng = np.random.default_rng(0)
+    c, s = rng.standard_normal((4, 3)), softmax(rng.standard_normal((4, 5)))
+    # phi = <V, G s> - H/2 ||V||^2 ||s||^2 with V = sum_a c_a V_a*, G s = sum_a m_a s[p_a] V_a*
+    want = [sum(c[i, a] * ms[a] * s[i, a] for a in range(3)) - 1.5 * (c[i] ** 2).sum()
+            * (s[i] ** 2).sum() for i in range(4)]  # fmt: skip
+    np.testing.assert_allclose(lyapunov_phi(c, s, ms, Ss, 3), want, rtol=1e-12)
+
+
+def _fd_grad(C, Q, ms, Ss, h=1e-6):
+    """Central finite differences of the reduced tensor loss (an independent gradient)."""
+    y = np.concatenate([C.ravel(), Q.ravel()])
+
+    def L(y):
+        return reduced_loss(y[: C.size].reshape(C.shape), softmax(y[C.size :].reshape(Q.shape)),
+                            ms, Ss)  # fmt: skip
+
+    g = np.array([(L(y + h * e) - L(y - h * e)) / (2 * h) for e in np.eye(y.size)])
+    return g[: C.size].reshape(C.shape), g[C.size :].reshape(Q.shape)
+
+
+@pytest.mark.parametrize("rho", [0.05, 0.3])
+def test_sam_step_at_positive_rho_matches_a_hand_computed_step(rho):
+    """One SAM step = GD step with the gradient at theta + rho g/||g|| (finite differences)."""
+    cfg = FlowConfig(T=5, init_std=0.05, seed=2)
+    ms, Ss = cfg.scales, target_positions(cfg.h, cfg.T)
+    lr = 0.05
+    # start from a non-trivial state: three GD steps from the App. C.6 init
+    ds = discrete_flow(cfg, "gd", lr=lr, steps=3, record_every=3)
+    C = ds.C.values[-1]
+    Q = np.log(ds.S.values[-1])
+    Q -= Q.mean(1, keepdims=True)
+    gC, gQ = _fd_grad(C, Q, ms, Ss)
+    n = np.sqrt((gC**2).sum() + (gQ**2).sum())
+    hC, hQ = _fd_grad(C + rho * gC / n, Q + rho * gQ / n, ms, Ss)
+    from sims.markov.tensor_dynamics import METHODS
+
+    C1, Q1 = METHODS["sam"](C, Q, lr, rho, ms, Ss)
+    np.testing.assert_allclose(C1, C - lr * hC, atol=1e-8)
+    np.testing.assert_allclose(Q1, Q - lr * hQ, atol=1e-8)
+    G1, _ = METHODS["gd"](C, Q, lr, rho, ms, Ss)
+    assert np.abs(C1 - G1).max() > 1e-4  # rho > 0 really changes the step
+
+
+def test_discrete_sam_trajectory_at_positive_rho_by_hand():
+    """discrete_flow(..., "sam") records the hand-computed SAM iterates (rho = 0.1)."""
+    cfg = FlowConfig(T=4, init_std=0.05, seed=1)
+    ms, Ss = cfg.scales, target_positions(cfg.h, cfg.T)
+    lr, rho = 0.1, 0.1
+    C, Q = init_state(cfg)
+    for _ in range(4):
+        gC, gQ = _fd_grad(C, Q, ms, Ss)
+        n = np.sqrt((gC**2).sum() + (gQ**2).sum())
+        hC, hQ = _fd_grad(C + rho * gC / n, Q + rho * gQ / n, ms, Ss)
+        C, Q = C - lr * hC, Q - lr * hQ
+    ds = discrete_flow(cfg, "sam", lr=lr, rho=rho, steps=4, record_every=4)
+    np.testing.assert_allclose(ds.C.values[-1], C, atol=1e-8)
+    np.testing.assert_allclose(ds.S.values[-1], softmax(Q), atol=1e-8)
+    assert ds.time.values[-1] == pytest.approx(4 * lr)
+
+
+def test_asymmetric_block_is_neutral_at_the_fixed_point_and_grows_as_beta_over_sqrt_t():
+    from theory.markov_coupling import coupling_beta
+
+    cfg = FlowConfig(T=12)
+    ms, Ss = cfg.scales, target_positions(cfg.h, cfg.T)
+    c = np.array([ms[0] / cfg.H, 0.0, 0.0])
+    q = np.full(cfg.T, -40.0)
+    q[0] = 40.0  # s = e_1 to double precision
+    J = antisymmetric_jacobian(c, q, ms, Ss, cfg.H)
+    assert np.abs(J).max() < 1e-9  # neutral: head differences neither grow nor decay
+    t, cc, sv, _ = solve_symmetric(FlowConfig(T=12, t_max=2e3, t_min=2e2, n_eval=3))
+    qq = np.log(sv[-1])
+    lam = np.linalg.eigvals(antisymmetric_jacobian(cc[-1], qq - qq.mean(), ms, Ss, 3)).real.max()
+    beta = coupling_beta(ms, 3, 12)
+    assert 0.9 < lam * np.sqrt(t[-1]) / beta < 1.15  # ratios of s relax only as t^(-1/T)
 
 
 @pytest.mark.parametrize(
     "kw, match",
     [
         (dict(T=2, h=3), "T"),
-        (dict(m=0.0), "positive"),
+        (dict(m=0.0), "`m` must be a finite number > 0"),
+        (dict(b0=float("inf")), "`b0` must be a finite number > 0"),
+        (dict(init_std=float("nan")), "init_std"),
+        (dict(t_max=float("inf")), "t_max"),
         (dict(init_std=-1.0), "init_std"),
         (dict(method="Euler"), "method"),
         (dict(t_min=10.0, t_max=1.0), "t_min"),
@@ -183,3 +260,7 @@ def test_bad_flow_config(kw, match):
 def test_bad_discrete_method():
     with pytest.raises(ValueError, match="method"):
         discrete_flow(FlowConfig(T=5), "adam")
+    with pytest.raises(ValueError, match="`lr`"):
+        discrete_flow(FlowConfig(T=5), "gd", lr=float("inf"))
+    with pytest.raises(ValueError, match="`rho`"):
+        discrete_flow(FlowConfig(T=5), "sam", rho=float("nan"))

@@ -10,14 +10,15 @@ torch = pytest.importorskip("torch")
 class TinyNet(torch.nn.Module):
     """Embedding-free MLP classifier: x (n, 3) -> logits (n, 4); tanh makes H_F non-zero."""
 
-    def __init__(self, hidden: int = 5, dtype=torch.float64):
+    def __init__(self, hidden: int = 5, dtype=torch.float64, dropout: float = 0.0):
         super().__init__()
+        self.drop = torch.nn.Dropout(dropout)
         self.fc1 = torch.nn.Linear(3, hidden, dtype=dtype)
         self.norm = torch.nn.LayerNorm(hidden, dtype=dtype)
         self.fc2 = torch.nn.Linear(hidden, 4, dtype=dtype)
 
     def forward(self, x):
-        return self.fc2(self.norm(torch.tanh(self.fc1(x))))
+        return self.fc2(self.norm(self.drop(torch.tanh(self.fc1(x)))))
 
 
 def make_net(seed: int = 0, **kw) -> TinyNet:

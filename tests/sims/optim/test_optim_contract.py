@@ -107,6 +107,23 @@ def test_rho_zero_reproduces_the_base_exactly(name, base):
         torch.testing.assert_close(p, q, rtol=0, atol=1e-15)
 
 
+@pytest.mark.parametrize("name", SAM_NAMES)
+def test_dropout_masks_are_replayed_in_every_pass(name):
+    # with rho = 0 every pass must see pass 1's dropout mask, or the step is not AdamW's
+    x, y = make_data()
+    a, b = make_net(dropout=0.5), make_net(dropout=0.5)
+    oa = build_optimizer("adamw", a, lr=0.05)
+    ob = build_optimizer(name, b, lr=0.05, rho=0.0, **OPTIONS.get(name, {}))
+    torch.manual_seed(11)
+    for _ in range(3):
+        any_step(oa, a, x, y)
+    torch.manual_seed(11)
+    for _ in range(3):
+        any_step(ob, b, x, y)
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=0, atol=1e-15)
+
+
 def _micro_closures(net, x, y, k):
     n = len(x) // k
     return [closure_for(net, x[i * n:(i + 1) * n], y[i * n:(i + 1) * n], scale=1.0 / k)

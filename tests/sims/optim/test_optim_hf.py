@@ -28,7 +28,28 @@ class _Tokens(torch.utils.data.Dataset):
         return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
 
+class _NoKwargsLM(torch.nn.Module):
+    """A causal LM whose forward takes no loss kwargs: the Trainer divides its loss by k."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(64, 16, dtype=torch.float64)
+        self.head = torch.nn.Linear(16, 64, dtype=torch.float64)
+
+    def forward(self, input_ids, labels=None):
+        logits = self.head(torch.tanh(self.emb(input_ids)))
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = torch.nn.functional.cross_entropy(
+                logits[:, :-1].reshape(-1, 64), labels[:, 1:].reshape(-1)
+            )
+        return out
+
+
 def _model():
+    if _model.kind == "nokwargs":
+        torch.manual_seed(0)
+        return _NoKwargsLM()
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(
         vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
@@ -36,6 +57,9 @@ def _model():
         max_position_embeddings=32,
     )  # fmt: skip
     return transformers.LlamaForCausalLM(cfg).double()
+
+
+_model.kind = "llama"
 
 
 def _train(tmp_path, name, batch, accum, setup=None, **opt_kw):
@@ -65,7 +89,7 @@ def _reference(name, **opt_kw):
 
     def closure():
         out = model(input_ids=ids, labels=ids)
-        return out.loss, out.logits
+        return out["loss"], out["logits"]
 
     opt.step(closure)
     return model
@@ -86,6 +110,18 @@ def test_trainer_accumulation_equals_one_large_batch(tmp_path, name, kw):
     adamw = _model()
     for p, q in zip(adamw.parameters(), ref.parameters(), strict=True):
         assert not torch.equal(p, q)
+
+
+@pytest.mark.parametrize("name", ["sam", "fsam"])
+def test_accumulation_with_a_model_that_takes_no_loss_kwargs(tmp_path, monkeypatch, name):
+    # here the Trainer (not the model) scales each micro-batch loss by 1/k
+    monkeypatch.setattr(_model, "kind", "nokwargs")
+    ref = _reference(name, rho=0.3)
+    for batch, accum in ((N // 2, 2), (N // 4, 4)):
+        model, opt = _train(tmp_path, name, batch, accum, rho=0.3)
+        assert opt.sam_steps == 1
+        for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-10, atol=1e-12)
 
 
 def test_non_sam_optimizer_defers_to_the_trainer(tmp_path):

@@ -1,0 +1,954 @@
+"""End-to-end confirmation of the paper's data-centric claims on a self-contained corpus (issue 14).
+
+The paper's Table 2 cannot be rerun offline (no MathInstruct, benchmarks or its models). This
+experiment tests its central prediction on the generated MathInstruct-like corpus of
+:mod:`llm_validation.corpus`: upsampling the examples a small proxy learns late improves the
+held-out accuracy of a larger model (Table 2), random upsampling does about nothing and easy
+upsampling hurts (Fig. 4d, Table 4), trajectories beat the last checkpoint for clustering
+(Fig. 4b, Table 6), 5/10/15 checkpoints (Fig. 4c), proxy = target (Fig. 4a), AdamW and Muon
+(Fig. 3), and FSAM when ``sims.optim`` provides it (is upsampling a cheap substitute for SAM?).
+
+Two scales (:data:`SCALES`):
+
+* ``cpu``: from-scratch Llama decoders (target ~0.9M parameters, proxy ~0.2M) pre-trained on a
+  disjoint split of the corpus (plain text, :mod:`llm_validation.scratch`) with a locally
+  trained tokenizer, then fully fine-tuned with the same pipeline; ~30 minutes on 2 cores.
+* ``gpu``: proxy SmolLM2-135M-Instruct, target Gemma-3-270M (both from the GGUF packages), LoRA
+  as in Section 6; sized for about 25 minutes on one H100 (not run in the session that wrote it).
+
+Everything is resumable (finished runs are kept in a :class:`sims.parallel.JobStore`, and each
+fine-tuning resumes from its last epoch checkpoint). The aggregate is an ``xarray.Dataset``
+(``results.nc``) with the accuracy of every (variant, seed, benchmark), the fine-tuning loss
+trajectories of per-source probe sets, the learning-time entropies (main paper eq. 11) and the
+hard cluster's composition; :func:`report` prints the tables in the layout of the paper's
+Tables 2, 4 and 6 (mean ± std over seeds, paired differences with 95 % confidence intervals).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from llm_validation.config import FinetuneConfig, ProxyConfig, SelectionConfig
+from llm_validation.data import BENCHMARKS, Example
+from llm_validation.scratch import PretrainConfig
+from llm_validation.tiny import TinySize
+
+__all__ = [
+    "Variant",
+    "VARIANTS",
+    "ConfirmConfig",
+    "SCALES",
+    "run_confirmation",
+    "report",
+    "learning_times",
+    "paired_ci",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One fine-tuning condition.
+
+    Attributes:
+        setting: training-set setting (``ft``, ``ft_up``, ``random``, ``easy``).
+        features: clustering features (``trajectory`` or ``last``).
+        k: proxy checkpoints used (5 ~ 1/3 epoch, 10 ~ 2/3, 15 ~ 1 epoch).
+        proxy: ``small`` (the proxy model) or ``target`` (proxy = target, Fig. 4a).
+        optimizer: ``adamw``, ``muon``, ``fsam``...
+        needs: a module that must import for the variant to run (``None``: always).
+    """
+
+    setting: str = "ft"
+    features: str = "trajectory"
+    k: int = 5
+    proxy: str = "small"
+    optimizer: str = "adamw"
+    needs: str | None = None
+
+
+#: The conditions of the experiment (the paper's table/figure in the comment).
+VARIANTS: dict[str, Variant] = {
+    "ft": Variant("ft"),  # Table 2 FT
+    "ft_up": Variant("ft_up"),  # Table 2 FT+UP (trajectories, 5 checkpoints, small proxy)
+    "random": Variant("random"),  # Table 4 Rand.
+    "easy": Variant("easy"),  # Table 4 Easy
+    "ft_up_last": Variant("ft_up", features="last"),  # Table 6 Ckpt.
+    "ft_up_k10": Variant("ft_up", k=10),  # Fig. 4c
+    "ft_up_k15": Variant("ft_up", k=15),  # Fig. 4c
+    "ft_up_self": Variant("ft_up", proxy="target"),  # Fig. 4a (proxy = target)
+    "ft_muon": Variant("ft", optimizer="muon", needs="sims.optim.factory"),  # Fig. 3 right
+    "ft_up_muon": Variant("ft_up", optimizer="muon", needs="sims.optim.factory"),
+    "ft_fsam": Variant("ft", optimizer="fsam", needs="sims.optim.hf"),  # SAM vs upsampling
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfirmConfig:
+    """The confirmation experiment at one scale.
+
+    Attributes:
+        name: scale name (``cpu``, ``gpu``, or a test's).
+        n_pretrain: pre-training problems (from-scratch targets only; disjoint from the rest).
+        n_train: fine-tuning problems (95 % train / 5 % validation).
+        n_test: problems per benchmark.
+        corpus_seed: seed of the corpus.
+        noise_rate: fraction of training examples with a wrong final answer (irreducible loss).
+        target: ``scratch`` or a model spec (``gemma3-270m``).
+        proxy: ``scratch`` (a smaller from-scratch model) or a model spec.
+        target_pretrain: pre-training of a from-scratch target.
+        proxy_pretrain: pre-training of a from-scratch proxy.
+        proxy_train: proxy run (records 15 checkpoints over one epoch; 5/10/15 = first K).
+        finetune: fine-tuning settings shared by every variant.
+        selection: clustering settings (``features``/``n_checkpoints`` set per variant).
+        variants: conditions to run (keys of :data:`VARIANTS`).
+        seeds: fine-tuning/proxy/selection seeds.
+        max_new_tokens: evaluation generation budget.
+        eval_batch_size: generation batch.
+        probes_per_source: training examples per source whose loss is recorded during
+            fine-tuning (learning times, eq. 11).
+        n_records: loss records over each fine-tuning run (plus step 0).
+        workers: parallel processes (default ``$SBT_WORKERS`` or all cores).
+        threads: torch threads per process (``None``: cores / workers). One thread per worker
+            is the fastest way to run many small models on a few (shared) cores.
+    """
+
+    name: str = "cpu"
+    n_pretrain: int = 6000
+    n_train: int = 1100
+    n_test: int = 60
+    corpus_seed: int = 0
+    noise_rate: float = 0.05
+    target: str = "scratch"
+    proxy: str = "scratch"
+    target_pretrain: PretrainConfig = PretrainConfig(
+        size=TinySize(hidden=128, layers=4, heads=4, kv_heads=2, intermediate=384),
+        epochs=2.0,
+    )
+    proxy_pretrain: PretrainConfig = PretrainConfig(
+        size=TinySize(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=192),
+        epochs=2.0,
+    )
+    proxy_train: ProxyConfig = ProxyConfig(
+        model="",
+        epoch_fraction=1.0,
+        n_checkpoints=15,
+        schedule_epochs=3.0,
+        lr=1e-3,
+        batch_size=32,
+        per_device_batch_size=32,
+        loss_batch_tokens=8192,
+        dtype="float32",
+        save_checkpoints=False,
+    )
+    finetune: FinetuneConfig = FinetuneConfig(
+        model="",
+        settings=("ft",),
+        lora=False,
+        epochs=3.0,
+        lr=1e-3,
+        batch_size=32,
+        per_device_batch_size=32,
+        weight_decay=0.0,
+        dtype="float32",
+        optimizer_kwargs={},
+    )
+    selection: SelectionConfig = SelectionConfig(small_sources="none", min_source_size=20)
+    variants: tuple[str, ...] = tuple(VARIANTS)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    max_length: int = 192
+    max_new_tokens: int = 48
+    eval_batch_size: int = 64
+    probes_per_source: int = 16
+    n_records: int = 8
+    workers: int | None = None
+    threads: int | None = 1
+
+    def __post_init__(self):
+        unknown = [v for v in self.variants if v not in VARIANTS]
+        if unknown:
+            raise ValueError(f"unknown variant(s) {unknown}; choose from {', '.join(VARIANTS)}.")
+        if "ft" not in self.variants:
+            raise ValueError("`variants` must include 'ft' (every comparison is paired with it).")
+        if len(self.seeds) < 1:
+            raise ValueError("`seeds` must name at least one seed.")
+
+
+_CPU = ConfirmConfig()
+
+#: The documented scales: ``cpu`` (~30 minutes on 2 cores), ``gpu`` (about 25 minutes on one
+#: H100; an estimate, not run in the session that wrote it) and ``quick`` (a smoke run of every
+#: stage on minute models, for tests and ``--quick`` figures; its numbers mean nothing).
+SCALES: dict[str, ConfirmConfig] = {
+    "cpu": _CPU,
+    "quick": dataclasses.replace(
+        _CPU,
+        name="quick",
+        n_pretrain=200,
+        n_train=160,
+        n_test=4,
+        noise_rate=0.1,
+        target_pretrain=PretrainConfig(
+            size=TinySize(hidden=32, layers=1, heads=4, kv_heads=2),
+            epochs=1,
+            vocab_size=300,
+            batch_size=16,
+        ),
+        proxy_pretrain=PretrainConfig(
+            size=TinySize(hidden=16, layers=1, heads=2, kv_heads=1),
+            epochs=1,
+            vocab_size=300,
+            batch_size=16,
+        ),
+        proxy_train=dataclasses.replace(_CPU.proxy_train, batch_size=8, per_device_batch_size=8),
+        finetune=dataclasses.replace(
+            _CPU.finetune, epochs=1, batch_size=16, per_device_batch_size=16
+        ),
+        selection=dataclasses.replace(_CPU.selection, min_source_size=4),
+        variants=("ft", "ft_up", "random", "easy", "ft_up_last"),
+        seeds=(0, 1),
+        workers=1,
+        max_new_tokens=4,
+        probes_per_source=3,
+        n_records=3,
+    ),
+    # GPU: 3000 problems, 3 epochs at effective batch 32 (~270 steps; the paper's 2e-5 over
+    # ~6000 steps becomes 1e-4 over ~270), LoRA r=128/alpha=512 as in Section 6, 4 processes
+    # sharing the H100 (small models leave it idle otherwise). Estimate: 6 proxy runs of ~1.5
+    # min and 34 fine-tune+eval runs of ~1.2 min, over 4 workers: ~20-25 minutes.
+    "gpu": ConfirmConfig(
+        name="gpu",
+        n_pretrain=0,
+        n_train=3000,
+        n_test=150,
+        noise_rate=0.05,
+        target="gemma3-270m",
+        proxy="smollm2-135m-instruct",
+        proxy_train=ProxyConfig(
+            model="",
+            epoch_fraction=1.0,
+            n_checkpoints=15,
+            schedule_epochs=3.0,
+            lr=1e-4,
+            batch_size=32,
+            per_device_batch_size=32,
+            loss_batch_tokens=32768,
+            save_checkpoints=False,
+        ),
+        finetune=FinetuneConfig(
+            model="",
+            settings=("ft",),
+            lora=True,
+            epochs=3.0,
+            lr=1e-4,
+            batch_size=32,
+            per_device_batch_size=32,
+        ),
+        selection=SelectionConfig(small_sources="none", min_source_size=20),
+        max_length=256,
+        max_new_tokens=128,
+        eval_batch_size=150,
+        probes_per_source=32,
+        n_records=10,
+        workers=4,
+    ),
+}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def paired_ci(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and ``level`` t-interval of paired differences (over seeds).
+
+    Returns:
+        ``(mean, low, high)``; with one seed the interval is ``(nan, nan)``.
+
+    Examples:
+        >>> m, lo, hi = paired_ci([1.0, 2.0, 3.0])
+        >>> round(m, 3), round(lo, 3), round(hi, 3)  # t(0.975, 2) = 4.303
+        (2.0, -0.484, 4.484)
+    """
+    from scipy import stats
+
+    d = np.asarray(diffs, dtype=float)
+    m = float(d.mean())
+    if d.size < 2:
+        return m, math.nan, math.nan
+    half = stats.t.ppf(0.5 + level / 2, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size)
+    return m, m - half, m + half
+
+
+def learning_times(steps: np.ndarray, curves: np.ndarray, fraction: float = 0.5) -> np.ndarray:
+    """Steps at which each curve has made ``fraction`` of its total loss drop (interpolated).
+
+    ``curves`` is ``(groups, records)``; a group's time is the first crossing of
+    ``L(0) - fraction * (L(0) - min L)``, linearly interpolated between records. This is the
+    learning time ``t_i`` of the main paper's eq. (11), measured on loss curves.
+    """
+    steps = np.asarray(steps, dtype=float)
+    out = np.full(curves.shape[0], np.nan)
+    for g, c in enumerate(np.asarray(curves, dtype=float)):
+        if not np.all(np.isfinite(c)) or c[0] <= c.min():
+            continue
+        level = c[0] - fraction * (c[0] - c.min())
+        j = int(np.argmax(c <= level))
+        if j == 0:
+            out[g] = steps[0]
+            continue
+        t0, t1, y0, y1 = steps[j - 1], steps[j], c[j - 1], c[j]
+        out[g] = t0 + (t1 - t0) * (y0 - level) / (y0 - y1) if y0 != y1 else t1
+    return out
+
+
+def _threads(workers: int, fixed: int | None = None) -> int:
+    return fixed if fixed else max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
+def _examples(path: str | os.PathLike) -> list[Example]:
+    from llm_validation.data import load_mathinstruct
+
+    return load_mathinstruct(path)
+
+
+def _corrupted(path) -> np.ndarray:
+    recs = json.loads(Path(path).read_text())
+    return np.array([bool(r.get("corrupted", False)) for r in recs]), np.array(
+        [int(r.get("level", 0)) for r in recs]
+    )
+
+
+# ----------------------------------------------------------------------------- jobs
+# Module-level functions (sims.parallel.pmap spawns processes): each takes one dict.
+
+
+def _job_pretrain(job: dict):
+    import torch
+    import xarray as xr
+
+    from llm_validation.scratch import pretrain_from_scratch
+
+    torch.set_num_threads(job["threads"])
+    ex = _examples(job["pretrain_file"])
+    t0, c0 = time.perf_counter(), time.process_time()
+    folder = pretrain_from_scratch(ex, job["out"], job["cfg"], progress=False)
+    return xr.Dataset(
+        attrs={
+            "folder": str(folder),
+            "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0,
+        }
+    )
+
+
+def _job_proxy(job: dict):
+    import torch
+
+    from llm_validation.proxy import record_trajectories
+
+    torch.set_num_threads(job["threads"])
+    cfg = dataclasses.replace(job["cfg"], model=job["model"], seed=job["seed"])
+    train = _examples(job["train_file"])
+    t0, c0 = time.perf_counter(), time.process_time()
+    ds = record_trajectories(train, cfg, job["out"], max_length=job["max_length"], progress=False)
+    ds.attrs = {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
+    return ds
+
+
+def _job_finetune(job: dict):
+    """Fine-tune one (variant, seed), record probe losses, evaluate; return an xr.Dataset."""
+    import torch
+    import xarray as xr
+
+    from llm_validation.data import load_benchmark
+    from llm_validation.evaluate import evaluate_benchmarks
+    from llm_validation.finetune import finetune, load_finetuned
+    from llm_validation.models import load_model
+    from llm_validation.training import LossRecorder, schedule
+
+    torch.set_num_threads(job["threads"])
+    out = Path(job["out"])
+    benches = {n: load_benchmark(n, root=job["bench_dir"]) for n in BENCHMARKS}
+    t0, c0 = time.perf_counter(), time.process_time()
+    probes_ds = None
+    if job["variant"] == "pt":
+        model, tok = load_model(job["model"], padding_side="left")
+        train_s = 0.0
+    else:
+        cfg: FinetuneConfig = job["cfg"]
+        train = _examples(job["train_file"])
+        counts = np.asarray(job["counts"])
+        n_steps = schedule(int(counts.sum()), cfg.batch_size, cfg.epochs).total
+        rec_steps = sorted(
+            {0, *np.linspace(0, n_steps, job["n_records"] + 1)[1:].round().astype(int).tolist()}
+        )
+        from llm_validation.data import tokenize_examples
+        from llm_validation.models import load_tokenizer
+
+        tok0 = load_tokenizer(cfg.model)
+        probe_ex = [train[i] for i in job["probes"]]
+        recorder = LossRecorder(
+            tokenize_examples(probe_ex, tok0, max_length=job["max_length"]),
+            rec_steps,
+            out / "probe_losses",
+            pad_id=tok0.pad_token_id,
+            save_checkpoints=False,
+            progress=False,
+        )
+        res = finetune(
+            train,
+            counts,
+            cfg,
+            out,
+            max_length=job["max_length"],
+            callbacks=[recorder],
+            progress=False,
+        )
+        train_s = res.seconds
+        if len(recorder.done()) == len(recorder.steps):
+            probes_ds = xr.Dataset(
+                {"probe_loss": (("probe", "record"), recorder.trajectories())},
+                coords={"probe": np.asarray(job["probes"]), "record_step": ("record", rec_steps)},
+            )
+        model, tok = load_finetuned(cfg.model, res.final, dtype="auto")
+    scores = evaluate_benchmarks(
+        model,
+        tok,
+        benches,
+        out / "eval",
+        max_new_tokens=job["max_new_tokens"],
+        batch_size=job["eval_batch_size"],
+        progress=False,
+    )
+    acc = np.array([scores[b]["accuracy"] for b in BENCHMARKS])
+    ds = xr.Dataset(
+        {"accuracy": ("benchmark", acc)},
+        coords={"benchmark": list(BENCHMARKS)},
+        attrs={
+            "train_seconds": train_s,
+            "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0,
+        },
+    )
+    if probes_ds is not None:
+        ds = xr.merge([ds, probes_ds])
+        ds.attrs.update(
+            train_seconds=train_s,
+            seconds=time.perf_counter() - t0,
+            cpu_seconds=time.process_time() - c0,
+        )
+    return ds
+
+
+# ----------------------------------------------------------------------------- driver
+
+
+def _say(msg: str, quiet: bool) -> None:
+    if not quiet:
+        print(msg, flush=True)
+
+
+def _available(variant: Variant) -> bool:
+    if variant.needs is None:
+        return True
+    import importlib.util
+
+    from llm_validation.training import _sims_optim
+
+    if _sims_optim() is None:
+        return False
+    try:
+        return importlib.util.find_spec(variant.needs) is not None
+    except ImportError:
+        return False
+
+
+def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: bool = False):
+    """Run (or resume) the whole experiment; return the aggregate ``xarray.Dataset``.
+
+    Writes ``out_dir/results.nc`` (with provenance) and ``out_dir/report.md``.
+    """
+    from llm_validation.corpus import write_corpus
+    from llm_validation.selection import select_examples, usage_counts
+    from sims.io import ensure_writable, provenance, write_netcdf
+    from sims.parallel import JobStore, default_workers, pmap
+
+    out = ensure_writable(out_dir, kind="dir", arg="out_dir")
+    t_start = time.perf_counter()
+    cpu: dict[str, float] = {}  # CPU seconds per phase (1 thread per worker: idle-core time)
+    variants = {v: VARIANTS[v] for v in cfg.variants if _available(VARIANTS[v])}
+    skipped = [v for v in cfg.variants if v not in variants]
+    if skipped:
+        _say(f"skipping {skipped}: sims.optim (Muon/SAM family) is not available", quiet)
+    # 1. corpus
+    data = out / "data"
+    if not (data / "MathInstruct.json").exists():
+        write_corpus(
+            data,
+            n_train=cfg.n_train,
+            n_test=cfg.n_test,
+            n_pretrain=cfg.n_pretrain,
+            seed=cfg.corpus_seed,
+            noise_rate=cfg.noise_rate,
+        )
+    from llm_validation.data import split_train_val
+
+    all_ex = _examples(data / "MathInstruct.json")
+    train, _ = split_train_val(all_ex, val_fraction=0.05, seed=42)
+    corrupted, levels = _corrupted(data / "MathInstruct.json")
+    train_idx = np.array([e.index for e in train])
+    from llm_validation.data import write_jsonl
+
+    train_file = data / "train_split.jsonl"
+    if not train_file.exists():
+        write_jsonl(
+            train_file,
+            [{"instruction": e.instruction, "output": e.output, "source": e.source} for e in train],
+        )
+    store = JobStore(out / "jobs")
+    workers = cfg.workers or default_workers(len(cfg.seeds) * len(variants))
+    # 2. models: pre-train from scratch where asked
+    pre_jobs = []
+    for role, spec, pcfg in (
+        ("target", cfg.target, cfg.target_pretrain),
+        ("proxy", cfg.proxy, cfg.proxy_pretrain),
+    ):
+        if spec == "scratch":
+            pre_jobs.append(
+                {
+                    "kind": "pretrain",
+                    "role": role,
+                    "cfg": pcfg,
+                    "pretrain_file": str(data / "pretrain.json"),
+                    "out": str(out / f"pretrain_{role}"),
+                    "threads": _threads(min(workers, 2), cfg.threads),
+                }
+            )
+    models = {"target": cfg.target, "proxy": cfg.proxy}
+    if pre_jobs:
+        _say(f"pre-training {[j['role'] for j in pre_jobs]} from scratch", quiet)
+        res = pmap(
+            _job_pretrain,
+            pre_jobs,
+            workers=min(workers, len(pre_jobs)),
+            store=store,
+            desc=None if quiet else "pretrain",
+        )
+        cpu["pretrain"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
+        for j, r in zip(pre_jobs, res, strict=True):
+            models[j["role"]] = r.attrs["folder"]
+    # 3. proxies: one run per (seed, proxy kind), 15 checkpoints over one epoch
+    kinds = sorted({v.proxy for v in variants.values() if v.setting != "ft"})
+    proxy_jobs = [
+        {
+            "kind": "proxy",
+            "seed": s,
+            "proxy": kind,
+            "cfg": cfg.proxy_train,
+            "model": models["proxy" if kind == "small" else "target"],
+            "train_file": str(train_file),
+            "max_length": cfg.max_length,
+            "out": str(out / f"seed{s}" / f"proxy_{kind}"),
+            "threads": _threads(workers, cfg.threads),
+        }
+        for s in cfg.seeds
+        for kind in kinds
+    ]
+    trajs = {}
+    if proxy_jobs:
+        _say(f"proxy trajectories: {len(proxy_jobs)} runs", quiet)
+        res = pmap(
+            _job_proxy,
+            proxy_jobs,
+            workers=min(workers, len(proxy_jobs)),
+            store=store,
+            desc=None if quiet else "proxies",
+        )
+        cpu["proxies"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
+        trajs = {(j["seed"], j["proxy"]): r for j, r in zip(proxy_jobs, res, strict=True)}
+    # 4. selections (cheap, here) and the probe sets
+    src = np.array([e.source for e in train])
+    sel_info: dict = {}
+    ft_jobs = []
+    for s in cfg.seeds:
+        rng = np.random.default_rng(1000 + s)
+        probes = np.sort(
+            np.concatenate(
+                [
+                    rng.choice(
+                        np.flatnonzero(src == name),
+                        min(cfg.probes_per_source, int((src == name).sum())),
+                        replace=False,
+                    )
+                    for name in sorted(set(src))
+                ]
+            )
+        )
+        for vname, v in variants.items():
+            counts = np.ones(len(train), np.int64)
+            if v.setting != "ft":
+                scfg = dataclasses.replace(
+                    cfg.selection, features=v.features, n_checkpoints=v.k, seed=s
+                )
+                sel = select_examples(trajs[(s, v.proxy)], scfg)
+                counts = usage_counts(sel, v.setting, scfg.upsample_factor)
+                sel_info[(s, vname)] = sel
+            fcfg = dataclasses.replace(
+                cfg.finetune, model=models["target"], seed=s, optimizer=v.optimizer
+            )
+            ft_jobs.append(
+                {
+                    "kind": "finetune",
+                    "variant": vname,
+                    "seed": s,
+                    "cfg": fcfg,
+                    "counts": counts.tolist(),
+                    "probes": probes.tolist(),
+                    "train_file": str(train_file),
+                    "bench_dir": str(data / "dataset"),
+                    "model": models["target"],
+                    "max_length": cfg.max_length,
+                    "max_new_tokens": cfg.max_new_tokens,
+                    "eval_batch_size": cfg.eval_batch_size,
+                    "n_records": cfg.n_records,
+                    "out": str(out / f"seed{s}" / vname),
+                    "threads": _threads(workers, cfg.threads),
+                }
+            )
+    ft_jobs.append(
+        {
+            "kind": "finetune",
+            "variant": "pt",
+            "seed": -1,
+            "model": models["target"],
+            "bench_dir": str(data / "dataset"),
+            "max_new_tokens": cfg.max_new_tokens,
+            "eval_batch_size": cfg.eval_batch_size,
+            "out": str(out / "pretrained"),
+            "threads": _threads(workers, cfg.threads),
+        }
+    )
+    _say(f"fine-tuning + evaluation: {len(ft_jobs)} runs on {workers} workers", quiet)
+    res = pmap(
+        _job_finetune, ft_jobs, workers=workers, store=store, desc=None if quiet else "finetune"
+    )
+    cpu["finetune"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
+    ds = _aggregate(
+        cfg, variants, ft_jobs, res, sel_info, trajs, train, train_idx, corrupted, levels, src
+    )
+    ds.attrs["seconds_total_this_call"] = time.perf_counter() - t_start
+    ds.attrs["cpu_seconds"] = json.dumps(cpu)
+    ds.attrs["workers"] = workers
+    ds.attrs["models"] = json.dumps(models)
+    meta = provenance(
+        dataclasses.asdict(cfg),
+        seed=list(cfg.seeds),
+        extra={"skipped_variants": skipped, "load": os.getloadavg()},
+    )
+    write_netcdf(out / "results.nc", ds, meta=meta)
+    text = report(ds)
+    from sims.io import atomic_path
+
+    with atomic_path(out / "report.md") as tmp:
+        tmp.write_text(text)
+    _say(text, quiet)
+    return ds
+
+
+def _aggregate(
+    cfg, variants, jobs, results, sel_info, trajs, train, train_idx, corrupted, levels, src
+):
+    """Collect accuracies, probe learning times, entropies and hard-cluster composition."""
+    import xarray as xr
+
+    from sims.entropy import shannon_entropy
+
+    names = list(variants)
+    seeds = list(cfg.seeds)
+    acc = np.full((len(names), len(seeds), len(BENCHMARKS)), np.nan)
+    train_s = np.full((len(names), len(seeds)), np.nan)
+    ent_src = np.full((len(names), len(seeds)), np.nan)
+    ent_clu = np.full((len(names), len(seeds)), np.nan)
+    t_hard = np.full((len(names), len(seeds)), np.nan)
+    t_easy = np.full((len(names), len(seeds)), np.nan)
+    pt_acc = np.full(len(BENCHMARKS), np.nan)
+    sources = sorted(set(src))
+    for job, r in zip(jobs, results, strict=True):
+        if job["variant"] == "pt":
+            pt_acc = r["accuracy"].values
+            continue
+        i, j = names.index(job["variant"]), seeds.index(job["seed"])
+        acc[i, j] = r["accuracy"].values
+        train_s[i, j] = r.attrs.get("train_seconds", np.nan)
+        if "probe_loss" in r:
+            probes = r["probe"].values
+            steps = r["record_step"].values
+            loss = r["probe_loss"].values
+            psrc = src[probes]
+            curves = np.stack([np.nanmean(loss[psrc == s_], axis=0) for s_ in sources])
+            t = learning_times(steps, curves)
+            if np.all(np.isfinite(t)) and np.all(t > 0):
+                ent_src[i, j] = shannon_entropy(t)
+            # hard vs easy (the small proxy's trajectory clusters of this seed)
+            ref = sel_info.get((job["seed"], "ft_up"))
+            if ref is not None:
+                hard = ref["hard"].values.astype(bool)[probes]
+                if hard.any() and (~hard).any():
+                    tc = learning_times(
+                        steps, np.stack([np.nanmean(loss[~hard], 0), np.nanmean(loss[hard], 0)])
+                    )
+                    t_easy[i, j], t_hard[i, j] = tc
+                    if np.all(np.isfinite(tc)) and np.all(tc > 0):
+                        ent_clu[i, j] = shannon_entropy(tc)
+    # hard-cluster composition (small proxy, trajectories, K=5): noise and difficulty
+    comp = {}
+    for s in seeds:
+        sel = sel_info.get((s, "ft_up"))
+        if sel is None:
+            continue
+        hard = sel["hard"].values.astype(bool)
+        cor = corrupted[train_idx]
+        lev = levels[train_idx]
+        traj = trajs[(s, "small")]["loss"].values
+        comp[s] = {
+            "hard_fraction": float(hard.mean()),
+            "corrupted_in_hard": float(cor[hard].mean()) if hard.any() else np.nan,
+            "corrupted_in_easy": float(cor[~hard].mean()) if (~hard).any() else np.nan,
+            "mean_level_hard": float(lev[hard].mean()),
+            "mean_level_easy": float(lev[~hard].mean()),
+            # late-learned vs noisy: drop of the proxy loss from checkpoint 1 to 15
+            "drop_hard_clean": float(np.nanmean(traj[hard & ~cor, 0] - traj[hard & ~cor, -1])),
+            "drop_hard_corrupted": float(np.nanmean(traj[hard & cor, 0] - traj[hard & cor, -1]))
+            if (hard & cor).any()
+            else np.nan,
+            "drop_easy": float(np.nanmean(traj[~hard, 0] - traj[~hard, -1])),
+            "final_hard_clean": float(np.nanmean(traj[hard & ~cor, -1])),
+            "final_hard_corrupted": float(np.nanmean(traj[hard & cor, -1]))
+            if (hard & cor).any()
+            else np.nan,
+            "final_easy": float(np.nanmean(traj[~hard, -1])),
+        }
+    ds = xr.Dataset(
+        {
+            "accuracy": (("variant", "seed", "benchmark"), acc),
+            "pt_accuracy": ("benchmark", pt_acc),
+            "train_seconds": (("variant", "seed"), train_s),
+            "entropy_sources": (("variant", "seed"), ent_src),
+            "entropy_clusters": (("variant", "seed"), ent_clu),
+            "t_hard": (("variant", "seed"), t_hard),
+            "t_easy": (("variant", "seed"), t_easy),
+        },
+        coords={"variant": names, "seed": seeds, "benchmark": list(BENCHMARKS)},
+        attrs={
+            "scale": cfg.name,
+            "hard_composition": json.dumps(comp),
+            "description": "confirmation of the paper's upsampling claims (issue 14)",
+        },
+    )
+    return ds
+
+
+# ----------------------------------------------------------------------------- report
+
+_BNAME = {
+    "gsm8k": "GSM8K",
+    "math": "MATH",
+    "numglue": "NumGLUE",
+    "svamp": "SVAMP",
+    "deepmind": "DeepMind",
+    "mmlu_math": "MMLU-Math",
+}
+
+
+def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
+    """Mean ± std (over seeds) per benchmark and average, columns = variants."""
+    have = [c for c in cols if c == "pt" or c in ds["variant"].values]
+    lines = [
+        f"### {title}",
+        "",
+        "| Dataset | " + " | ".join(cols[c] for c in have) + " |",
+        "|---|" + "---:|" * len(have),
+    ]
+
+    def cell(c, b):
+        if c == "pt":
+            v = (
+                ds["pt_accuracy"].sel(benchmark=b).values
+                if b != "avg"
+                else np.nanmean(ds["pt_accuracy"].values)
+            )
+            return f"{100 * float(v):.1f}"
+        a = ds["accuracy"].sel(variant=c)
+        a = a.mean("benchmark") if b == "avg" else a.sel(benchmark=b)
+        vals = a.values
+        sd = np.nanstd(vals, ddof=1) if vals.size > 1 else 0.0
+        return f"{100 * np.nanmean(vals):.1f} ± {100 * sd:.1f}"
+
+    for b in [*BENCHMARKS, "avg"]:
+        lines.append(f"| {_BNAME.get(b, 'Avg.')} | " + " | ".join(cell(c, b) for c in have) + " |")
+    return lines + [""]
+
+
+def _diffs(ds, pairs: Sequence[tuple[str, str]]) -> list[str]:
+    lines = [
+        "### Paired differences in average accuracy (points; 95 % t-interval over seeds)",
+        "",
+        "| comparison | mean | 95 % CI | per seed | verdict |",
+        "|---|---:|---|---|---|",
+    ]
+    for a, b in pairs:
+        if a not in ds["variant"].values or b not in ds["variant"].values:
+            continue
+        d = (
+            100
+            * (
+                ds["accuracy"].sel(variant=a).mean("benchmark")
+                - ds["accuracy"].sel(variant=b).mean("benchmark")
+            ).values
+        )
+        m, lo, hi = paired_ci(d)
+        if math.isnan(lo):
+            verdict = "one seed: no interval"
+        elif lo > 0:
+            verdict = f"{a} better"
+        elif hi < 0:
+            verdict = f"{a} worse"
+        else:
+            verdict = "inside the seed noise"
+        lines.append(
+            f"| {a} − {b} | {m:+.2f} | [{lo:+.2f}, {hi:+.2f}] | "
+            f"{', '.join(f'{x:+.1f}' for x in d)} | {verdict} |"
+        )
+    return lines + [""]
+
+
+def report(ds) -> str:
+    """Markdown report: the tables, paired differences, entropies and the hard cluster.
+
+    Tables in the layouts of the paper's Tables 2, 4, 6, Fig. 4a/4c and the optimizers; paired
+    differences with 95 % intervals; learning-time entropies; the hard cluster's composition.
+    """
+    out = [
+        f"# Confirmation of the upsampling claims ({ds.attrs.get('scale')} scale, "
+        f"{ds.sizes['seed']} seeds)",
+        "",
+    ]
+    if "cpu_seconds" in ds.attrs:
+        cpu = json.loads(ds.attrs["cpu_seconds"])
+        total = sum(cpu.values())
+        out += [
+            f"Compute: {total:.0f} CPU-seconds "
+            f"({', '.join(f'{k} {v:.0f}' for k, v in cpu.items())}) = about "
+            f"{total / 60 / 2:.1f} minutes on 2 idle cores (one thread per worker).",
+            "",
+        ]
+    out += _table(ds, {"pt": "PT", "ft": "FT", "ft_up": "FT+UP"}, "Table 2 layout")
+    out += _table(
+        ds,
+        {"ft": "FT", "random": "Rand.", "easy": "Easy", "ft_up": "Hard"},
+        "Table 4 layout (compute-matched upsampling)",
+    )
+    out += _table(
+        ds,
+        {"ft": "FT", "ft_up": "Traj.", "ft_up_last": "Ckpt."},
+        "Table 6 layout (trajectory vs last checkpoint)",
+    )
+    out += _table(
+        ds,
+        {"ft_up": "K=5", "ft_up_k10": "K=10", "ft_up_k15": "K=15", "ft_up_self": "proxy=target"},
+        "Fig. 4a/4c: proxy and trajectory length",
+    )
+    out += _table(
+        ds,
+        {
+            "ft": "AdamW",
+            "ft_up": "AdamW+UP",
+            "ft_muon": "Muon",
+            "ft_up_muon": "Muon+UP",
+            "ft_fsam": "FSAM",
+        },
+        "Optimizers",
+    )
+    out += _diffs(
+        ds,
+        [
+            ("ft_up", "ft"),
+            ("random", "ft"),
+            ("easy", "ft"),
+            ("ft_up", "random"),
+            ("ft_up", "easy"),
+            ("ft_up", "ft_up_last"),
+            ("ft_up_k10", "ft_up"),
+            ("ft_up_k15", "ft_up"),
+            ("ft_up_self", "ft_up"),
+            ("ft_up_muon", "ft_muon"),
+            ("ft_fsam", "ft"),
+            ("ft_up", "ft_fsam"),
+        ],
+    )
+    if "train_seconds" in ds:
+        ts = ds["train_seconds"].mean("seed")
+        out += [
+            "### Training time per run (s, mean over seeds)",
+            "",
+            ", ".join(f"{v}: {float(ts.sel(variant=v)):.0f}" for v in ds["variant"].values),
+            "",
+        ]
+    out += [
+        "### Learning-time entropy (main paper eq. 11) during fine-tuning",
+        "",
+        "Entropy of the sum-normalized half-drop times of the 13 sources' probe losses, "
+        "and of the proxy's two clusters (hard, easy); higher = more uniform learning.",
+        "",
+        "| variant | entropy (sources) | entropy (clusters) | t_easy | t_hard |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for v in ds["variant"].values:
+        e1 = ds["entropy_sources"].sel(variant=v).values
+        e2 = ds["entropy_clusters"].sel(variant=v).values
+        th = ds["t_hard"].sel(variant=v).values
+        te = ds["t_easy"].sel(variant=v).values
+        out.append(
+            f"| {v} | {np.nanmean(e1):.4f} ± {np.nanstd(e1):.4f} | "
+            f"{np.nanmean(e2):.4f} ± {np.nanstd(e2):.4f} | {np.nanmean(te):.1f} | "
+            f"{np.nanmean(th):.1f} |"
+        )
+    if "ft_up" in ds["variant"].values:
+        de = ds["entropy_sources"].sel(variant="ft_up") - ds["entropy_sources"].sel(variant="ft")
+        da = (ds["accuracy"].sel(variant="ft_up") - ds["accuracy"].sel(variant="ft")).mean(
+            "benchmark"
+        )
+        out += [
+            "",
+            f"Paired entropy change FT+UP − FT (sources): {np.nanmean(de.values):+.4f} "
+            f"(per seed {', '.join(f'{x:+.4f}' for x in de.values)}); accuracy change per "
+            f"seed {', '.join(f'{100 * x:+.1f}' for x in da.values)} points.",
+        ]
+    comp = json.loads(ds.attrs.get("hard_composition", "{}"))
+    if comp:
+        out += [
+            "",
+            "### The hard cluster: late-learned or noisy? (small proxy, K=5)",
+            "",
+            "| seed | hard % | corrupted in hard % | in easy % | level hard | level easy | "
+            "proxy loss drop hard (clean / corrupted) | easy | final loss hard (clean / "
+            "corrupted) | easy |",
+            "|---|---:|---:|---:|---:|---:|---|---:|---|---:|",
+        ]
+        for s, c in comp.items():
+            out.append(
+                f"| {s} | {100 * c['hard_fraction']:.1f} | {100 * c['corrupted_in_hard']:.1f} | "
+                f"{100 * c['corrupted_in_easy']:.1f} | {c['mean_level_hard']:.2f} | "
+                f"{c['mean_level_easy']:.2f} | {c['drop_hard_clean']:.3f} / "
+                f"{c['drop_hard_corrupted']:.3f} | {c['drop_easy']:.3f} | "
+                f"{c['final_hard_clean']:.3f} / {c['final_hard_corrupted']:.3f} | "
+                f"{c['final_easy']:.3f} |"
+            )
+    return "\n".join(out) + "\n"

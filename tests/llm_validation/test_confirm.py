@@ -1,0 +1,126 @@
+"""The confirmation experiment (issue 14): statistics helpers and a micro end-to-end run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from llm_validation.confirm import (
+    SCALES,
+    VARIANTS,
+    ConfirmConfig,
+    learning_times,
+    paired_ci,
+    report,
+    run_confirmation,
+)
+
+
+def test_paired_ci_matches_a_t_test():
+    d = np.array([0.5, 1.5, 0.8, 1.1])
+    m, lo, hi = paired_ci(d)
+    # the interval excludes 0 exactly when the one-sample t-test rejects at 5 %
+    p = stats.ttest_1samp(d, 0.0).pvalue
+    assert (lo > 0) == (p < 0.05)
+    assert m == pytest.approx(d.mean())
+    assert hi - lo == pytest.approx(2 * 3.182446 * d.std(ddof=1) / 2, rel=1e-5)  # t(.975, 3)
+    assert math.isnan(paired_ci([2.0])[1])
+
+
+def test_learning_times_interpolate_the_half_drop():
+    steps = np.array([0, 10, 20, 30])
+    curves = np.array(
+        [
+            [4.0, 2.0, 1.0, 0.0],  # drop 4, half (2.0) reached at step 10
+            [4.0, 3.5, 3.0, 2.0],  # drop 2, level 3.0 at step 20
+            [4.0, 3.0, 3.0, 3.0],
+        ]
+    )  # drop 1, level 3.5 halfway between 0 and 10
+    np.testing.assert_allclose(learning_times(steps, curves), [10.0, 20.0, 5.0])
+    flat = learning_times(steps, np.array([[1.0, 1.0, 1.0, 1.0]]))
+    assert np.isnan(flat[0])  # a curve that never drops has no learning time
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="unknown variant"):
+        ConfirmConfig(variants=("ft", "hard"))
+    with pytest.raises(ValueError, match="must include 'ft'"):
+        ConfirmConfig(variants=("ft_up",))
+    assert set(SCALES) == {"cpu", "gpu", "quick"} and SCALES["gpu"].target == "gemma3-270m"
+    assert SCALES["gpu"].proxy == "smollm2-135m-instruct" and SCALES["gpu"].finetune.lora
+
+
+@pytest.mark.slow
+def test_micro_run_end_to_end(tmp_path):
+    """Pre-training, proxies, selections, fine-tuning, evaluation, tables: all on tiny models."""
+    cfg = dataclasses.replace(SCALES["quick"], variants=("ft", "ft_up", "easy"), seeds=(0,))
+    ds = run_confirmation(cfg, tmp_path, quiet=True)
+    assert ds["accuracy"].dims == ("variant", "seed", "benchmark")
+    assert ds["variant"].values.tolist() == ["ft", "ft_up", "easy"]
+    assert np.isfinite(ds["accuracy"].values).all() and np.isfinite(ds["pt_accuracy"]).all()
+    comp = json.loads(ds.attrs["hard_composition"])["0"]
+    assert 0 < comp["hard_fraction"] < 1
+    text = (tmp_path / "report.md").read_text()
+    assert "### Table 2 layout" in text and "| GSM8K |" in text
+    assert "ft_up − ft" in text and "one seed: no interval" in text
+    assert report(ds) == text
+    # the upsampled run trained on more examples than FT (compute is not matched to FT)
+    assert ds["train_seconds"].sel(variant="ft_up").item() > 0
+    # resume: everything is loaded from the job store, nothing is retrained
+    again = run_confirmation(cfg, tmp_path, quiet=True)
+    np.testing.assert_array_equal(again["accuracy"].values, ds["accuracy"].values)
+
+
+def test_every_variant_is_described():
+    assert {"ft", "ft_up", "random", "easy", "ft_up_last", "ft_up_k10", "ft_up_k15",
+            "ft_up_self", "ft_muon", "ft_up_muon", "ft_fsam"} == set(VARIANTS)  # fmt: skip
+    assert VARIANTS["ft_up_last"].features == "last" and VARIANTS["ft_up_k15"].k == 15
+
+
+def _synthetic_results():
+    import xarray as xr
+
+    from llm_validation.data import BENCHMARKS
+
+    names = ["ft", "ft_up", "random", "easy", "ft_up_last"]
+    base = np.array([0.30, 0.32, 0.28])  # per seed
+    shift = {"ft": 0.0, "ft_up": 0.02, "random": 0.0, "easy": -0.03, "ft_up_last": 0.01}
+    noise = {"random": np.array([0.004, -0.006, 0.002])}
+    acc = np.stack([np.repeat((base + shift[v] + noise.get(v, 0.0))[:, None], 6, 1)
+                    for v in names])  # fmt: skip
+    z = np.zeros((len(names), 3))
+    ds = xr.Dataset(
+        {"accuracy": (("variant", "seed", "benchmark"), acc),
+         "pt_accuracy": ("benchmark", np.full(6, 0.05)), "train_seconds": (("variant", "seed"), z),
+         "entropy_sources": (("variant", "seed"), z + 2.0),
+         "entropy_clusters": (("variant", "seed"), z + 0.6),
+         "t_hard": (("variant", "seed"), z + 9), "t_easy": (("variant", "seed"), z + 4)},
+        coords={"variant": names, "seed": [0, 1, 2], "benchmark": list(BENCHMARKS)},
+        attrs={"scale": "synthetic", "hard_composition": "{}"},
+    )  # fmt: skip
+    return ds
+
+
+def test_report_tables_and_verdicts():
+    ds = _synthetic_results()
+    text = report(ds)
+    assert "| GSM8K | 5.0 | 30.0 ± 2.0 | 32.0 ± 2.0 |" in text  # PT, FT, FT+UP (mean ± sd)
+    assert "| ft_up − ft | +2.00 | [+2.00, +2.00] |" in text and "ft_up better" in text
+    assert "| easy − ft | -3.00 |" in text and "easy worse" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| random − ft |"))
+    assert "inside the seed noise" in row
+    assert "| ft_up − ft_up_last | +1.00 |" in text
+
+
+def test_figure_renders_from_results(tmp_path):
+    from figures import discover
+
+    mod = discover()["llm_confirm"]
+    assert mod.FIGURE.extra == "llm" and mod.FIGURE.result_file == "llm/confirm_cpu/results.nc"
+    (path,) = mod.plot(_synthetic_results(), tmp_path)
+    assert path.name == "llm_confirm.png" and path.stat().st_size > 20_000

@@ -1,0 +1,159 @@
+"""The generated corpus: determinism, structure, exact answers checked by independent solvers."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import re
+from collections import Counter
+from fractions import Fraction
+
+import pytest
+
+from llm_validation.corpus import SOURCES, generate_benchmarks, generate_corpus, write_corpus
+from llm_validation.data import BENCHMARKS, load_benchmark, load_mathinstruct
+from llm_validation.scoring import extract_answer, is_correct
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return generate_corpus(6000, seed=0)
+
+
+def test_deterministic_and_sized(corpus):
+    assert generate_corpus(50, seed=3) == generate_corpus(50, seed=3)
+    assert generate_corpus(50, seed=3) != generate_corpus(50, seed=4)
+    assert len(corpus) == 6000
+    assert len({r["instruction"] for r in corpus}) == 6000  # no duplicate problems
+
+
+def test_sources_imbalanced_with_levels_and_styles(corpus):
+    counts = Counter(r["source"] for r in corpus)
+    assert len(counts) == len(SOURCES) == 13
+    assert max(counts.values()) / min(counts.values()) > 10  # MathInstruct-like imbalance
+    for name in counts:
+        levels = {r["level"] for r in corpus if r["source"] == name}
+        assert levels == {1, 2, 3, 4}, name
+    assert {r["style"] for r in corpus} == {"cot", "gsm", "boxed", "code"}
+
+
+def _solve(rec):
+    """Recompute a record's answer from its question alone (independent of the generator)."""
+    q, src = rec["instruction"], rec["source"]
+    nums = [int(x) for x in re.findall(r"-?\d+", q)]
+    if src.endswith("arithmetic.json"):
+        return Fraction(eval(q[len("Calculate ") : -1]))  # noqa: S307 - our own arithmetic text
+    if src.endswith("modular.json"):
+        return Fraction(nums[0] % nums[1])
+    if src.endswith("gcd_lcm.json"):
+        a, b = nums
+        return Fraction(math.gcd(a, b) if "greatest" in q else math.lcm(a, b))
+    if src.endswith("linear_equations.json"):
+        sides = q.split("$")[3].split("=")
+        coef = [int(x) for x in re.findall(r"-?\d+", sides[0])]
+        rhs = [int(x) for x in re.findall(r"-?\d+", sides[1])]
+        if len(rhs) == 1:  # a x + b = c
+            return Fraction(rhs[0] - coef[1], coef[0])
+        return Fraction(rhs[1] - coef[1], coef[0] - rhs[0])  # a x + b = c x + d
+    if src.endswith("counting.json"):
+        if "or of" in q:
+            n, k, m = nums[1], nums[2], nums[3]
+            return Fraction(sum(1 for i in range(1, n + 1) if i % k == 0 or i % m == 0))
+        if "between" in q:
+            k, lo, hi = nums
+            return Fraction(sum(1 for i in range(lo, hi + 1) if i % k == 0))
+        k, n = nums[0], nums[2]
+        return Fraction(sum(1 for i in range(1, n + 1) if i % k == 0))
+    if src.endswith("word_problems_code.json"):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(rec["output"], {})  # noqa: S102 - our own generated program
+        return Fraction(out.getvalue().strip()).limit_denominator(10_000)
+    return None
+
+
+def test_answers_are_exact(corpus):
+    checked = Counter()
+    for rec in corpus:
+        want = _solve(rec)
+        if want is None:
+            continue
+        assert Fraction(rec["answer"]) == want, rec
+        checked[rec["source"]] += 1
+    assert len(checked) == 6 and min(checked.values()) > 50
+
+
+def test_solutions_end_in_their_style_and_score_correct(corpus):
+    for rec in corpus[:1500]:
+        out = rec["output"]
+        if rec["style"] == "gsm":
+            assert re.search(r"\n#### -?\d+$", out)
+            assert is_correct("gsm8k", extract_answer("gsm8k", out), rec["answer"])
+        elif rec["style"] == "boxed":
+            assert "\\boxed{" in out
+            assert is_correct("math", extract_answer("math", out), rec["answer"])
+        elif rec["style"] == "cot":
+            assert out.endswith(".") and "The answer is " in out
+            ds = "mmlu_math" if "Answer Choices" in rec["instruction"] else "deepmind"
+            gold = rec["answer"].strip("()")
+            assert is_correct(ds, extract_answer(ds, out), gold), out
+        else:
+            assert out.endswith("print(total)")
+
+
+def test_noise_corrupts_the_final_answer_only():
+    clean = generate_corpus(3000, seed=2)
+    noisy = generate_corpus(3000, seed=2, noise_rate=0.1)
+    rate = sum(r["corrupted"] for r in noisy) / len(noisy)
+    assert 0.08 < rate < 0.12
+    for r in noisy:
+        ds = "math" if r["style"] == "boxed" else "deepmind"
+        if (
+            r["corrupted"]
+            and r["style"] in ("boxed", "gsm")
+            or (r["corrupted"] and r["style"] == "cot" and "Answer Choices" not in r["instruction"])
+        ):
+            assert not is_correct(ds, extract_answer(ds, r["output"]), r["answer"]), r
+    assert not any(r["corrupted"] for r in clean)
+
+
+def test_benchmarks_in_every_format_with_correct_golds(tmp_path):
+    paths = write_corpus(tmp_path, n_train=400, n_pretrain=400, n_test=40, seed=0)
+    train = load_mathinstruct(paths["train"])
+    pre = load_mathinstruct(paths["pretrain"])
+    seen = {e.instruction for e in train} | {e.instruction for e in pre}
+    assert not ({e.instruction for e in train} & {e.instruction for e in pre})
+    for name in BENCHMARKS:
+        b = load_benchmark(name, root=paths["benchmarks"])
+        assert len(b) == 40
+        assert not any(it.question in seen for it in b.items), name
+    dm = load_benchmark("deepmind", root=paths["benchmarks"])
+    for it in dm.items:  # independent solutions of the DeepMind-style phrasings
+        q = it.question
+        if q.startswith("Calculate "):
+            want = Fraction(eval(q[len("Calculate ") : -1]))  # noqa: S307
+        elif q.startswith("Let f(x)"):
+            m, k, x = (int(v) for v in re.findall(r"-?\d+", q.replace("f(x)", "")))
+            want = Fraction(m * x + k)
+        elif "tens digit" in q:
+            want = Fraction(int(re.findall(r"\d+", q)[0]) // 10 % 10)
+        elif q.startswith("Round"):
+            v = Fraction(re.findall(r"\d+\.\d+", q)[0])
+            want = Fraction(math.floor(v * 10 + Fraction(1, 2)), 10)
+        else:
+            a, b = (int(v) for v in re.findall(r"-?\d+", q))
+            want = Fraction(a, b)
+        assert Fraction(it.answer) == want, q
+    mm = load_benchmark("mmlu_math", root=paths["benchmarks"])
+    assert all(it.answer in "ABCD" and "Answer Choices: (A)" in it.question for it in mm.items)
+    sv = load_benchmark("svamp", root=paths["benchmarks"])
+    assert all(not it.answer.endswith(".0") for it in sv.items)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="`n` must be a positive int"):
+        generate_corpus(0)
+    with pytest.raises(ValueError, match="`noise_rate`"):
+        generate_corpus(5, noise_rate=1.0)
+    assert len(generate_benchmarks(3, seed=0)["gsm8k"]) == 3

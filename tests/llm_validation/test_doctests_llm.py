@@ -1,0 +1,15 @@
+"""Docstring examples of the LLM pipeline's pure modules (style rule 13)."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["llm_validation.scoring", "llm_validation.data", "llm_validation.models",
+           "llm_validation.tiny", "llm_validation.synthesis"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,98 @@
+"""The paired Figure 1 pipeline on a tiny configuration, checked against its own curves.
+
+Every recorded quantity is recomputed here from first principles (the per-step curves with
+``log_every=1``, numpy statistics): drop times on the *test* loss, learning times, horizon
+statistics, feature counts, the lr-matched control and the paired starts.
+"""
+
+import numpy as np
+import pytest
+
+from sims.linear_attention.experiment import (
+    METHOD_NAMES,
+    Figure1Config,
+    ordering_window,
+    run_figure1,
+    summarize,
+)
+from sims.linear_attention.measure import learning_times, loss_drop_times
+
+CFG = Figure1Config(d=2, n_heads=2, n_examples=600, num_steps=901, paper_steps=301, n_runs=3,
+                    learning_rate=0.05, init_scale=0.1, rho=2e-3, log_every=1,
+                    methods=METHOD_NAMES)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ds():
+    out = run_figure1(CFG)
+    assert out.attrs["status"] == "success", out.attrs["messages"]
+    return out
+
+
+@pytest.mark.slow
+def test_times_are_first_passages_of_the_test_curves(ds):
+    mids = 0.5 * (ds.saddle_level.values[:-1] + ds.saddle_level.values[1:])
+    for m in ds.method.values:
+        te = ds.test_loss.sel({"method": m}).values
+        np.testing.assert_array_equal(ds.drop_time.sel({"method": m}).values,
+                                      loss_drop_times(te, ds.saddle_level.values))
+        comp = ds.component.sel({"method": m}).values
+        np.testing.assert_array_equal(
+            ds.learning_time.sel({"method": m}).values,
+            learning_times(comp, ds.fixed_point_component.values, fraction=CFG.fraction))
+        lt = ds.learning_time.sel({"method": m}).values
+        assert np.all(np.isfinite(lt)) or m == "sam_headwise"
+    # GD + upsampling's *training* loss is usage-weighted (larger); drop times use the test loss
+    tr = ds.train_loss.sel({"method": "gd_upsample"}).values
+    te = ds.test_loss.sel({"method": "gd_upsample"}).values
+    assert tr[:, 0].mean() > 1.1 * te[:, 0].mean()
+    assert not np.array_equal(loss_drop_times(tr, ds.saddle_level.values),
+                              ds.drop_time.sel({"method": "gd_upsample"}).values)
+    assert mids.size == CFG.d
+
+
+@pytest.mark.slow
+def test_paired_starts_and_controls(ds):
+    first = ds.test_loss.values[:, :, 0]  # every method starts from the same weights and data
+    np.testing.assert_allclose(first, first[:1].repeat(first.shape[0], 0), rtol=1e-13)
+    lr = ds.learning_rate.sel({"method": "gd_lr_matched"}).values
+    boost = ds.sel_sigma_ratio.values.mean(1)
+    np.testing.assert_allclose(lr, CFG.learning_rate * boost, rtol=1e-12)
+    np.testing.assert_allclose(ds.sel_boost.values, ds.sel_sigma_ratio.values, rtol=1e-10)
+    # SAM at ρ > 0 moves away from GD
+    assert np.max(np.abs(ds.test_loss.sel({"method": "sam"}).values
+                         - ds.test_loss.sel({"method": "gd"}).values)) > 1e-4
+
+
+@pytest.mark.slow
+def test_summary_statistics_match_numpy(ds):
+    s = summarize(ds)
+    for i, m in enumerate(ds.method.values):
+        for j, h in enumerate(("paper", "long")):
+            step = int(ds.horizon_step.values[j])
+            x = ds.test_loss.values[i, :, step - 1]
+            np.testing.assert_allclose(ds.test_loss_at.values[i, :, j], x, rtol=0)
+            st = s[str(m)][h]["test_loss"]
+            assert st["median"] == pytest.approx(np.median(x))
+            assert st["mean"] == pytest.approx(np.mean(x))
+            assert st["q25"] == pytest.approx(np.quantile(x, 0.25))
+            n = np.sum(ds.learning_time.values[i] < step, axis=1)
+            assert s[str(m)][h]["runs_with_n_features"] == np.bincount(n, minlength=3).tolist()
+    win = ordering_window(ds)
+    med = np.median(ds.test_loss.values, axis=1)
+    below = med[list(ds.method.values).index("sam")] < med[0]
+    inside = np.zeros_like(below)
+    for a, b in win["sam"]:
+        inside |= (ds.step.values >= a) & (ds.step.values <= b)
+    np.testing.assert_array_equal(inside, below)
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ValueError, match="`paper_steps` .* must not exceed `num_steps`"):
+        Figure1Config(num_steps=100, paper_steps=200, log_every=1)
+    with pytest.raises(ValueError, match="`log_every` \\(7\\) must divide"):
+        Figure1Config(num_steps=101, paper_steps=51, log_every=7)
+    with pytest.raises(ValueError, match="`methods` must be a non-empty subset"):
+        Figure1Config(methods=("adam",))
+    with pytest.raises(ValueError, match="`cluster_features` must be one of"):
+        Figure1Config(cluster_features="ranks")

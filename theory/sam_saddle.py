@@ -1,0 +1,511 @@
+"""SAM near the saddles of ATTN_S: the heads share one radius (beyond the paper).
+
+Main paper: eqs. (6)-(10), App. C.2 (eq. 22: ``P = ρ H₁ / ‖∇_{w₁}L‖``), Theorem 4.4. The paper
+reduces SAM to one scalar ODE per feature by giving the active head the whole radius ``ρ``
+(the norm in eq. 22 is that head's own gradient norm). But Theorem 4.4 integrates every feature
+from a *common* start, i.e. all heads grow at once — and SAM's perturbation
+``ε = ρ ∇L/‖∇L‖`` (eq. 6) is normalized by the **global** gradient norm. On the multi-head
+ansatz (head ``i`` at ``k_i = q_i = v_i e_i``, population loss) the global SAM step reduces
+exactly (claim ``sam_multihead_ansatz_reduction``) to::
+
+    exact SAM:        v_i ← v_i + 2η G_i(v_i − c s_i)
+    first-order SAM:  v_i ← v_i + 2η [G_i(v_i) − c s_i G_i'(v_i)]       (eq. 8, Euler step)
+    c = ρ/√3,  s_i = G_i(v_i) / ‖G(v)‖₂,  G_i(v) = σ_i v² − κ_i v⁵
+
+(``σ_i = s λ_i²``, ``κ_i = s² λ_i a_i`` with the output scale ``s``; one step of size ``η`` is
+``2η`` time units of ``τ Ẇ = −½∇L`` with ``τ = 1``). The **share** ``s_i ∈ [−1, 1]`` is the
+head's part of the gradient: the head that dominates the gradient absorbs nearly all of SAM's
+slow-down, the others almost none. With head-wise normalization (the paper's reduction, or
+Def. B.1's layer-wise SAM with heads as layers) ``s_i = sign G_i``, and every feature started at
+the same ``ε`` is slowed by the same factor ``≈ ε/(ε − c)`` (claim
+``sam_headwise_uniform_slowdown``), so the entropy hardly moves.
+
+Consequences (claim ``sam_shared_radius_fig1``, and the simulations in
+:mod:`sims.linear_attention.mechanism`):
+
+* the first feature dominates the gradient from the start and is slowed almost fully;
+* the later features grow in the background with a small share, so they are hardly slowed; when
+  they dominate the gradient they are already large compared with ``c``;
+* hence phase 1 is longer and the later *phases* (``t_i − t_{i−1}``) are shorter than GD's,
+  although no feature is learned faster (in the reduced model); the entropy of the learning
+  times rises by ~250× Theorem 4.4's first-order amount at Figure 1's setting.
+
+A plateau gradient from elsewhere (another head, or a learned head that SAM keeps bouncing
+around its fixed point) shrinks an escaping head's share, hence its delay: with a constant
+background ``b`` the first-order delay is ``(ĉ/2b)[asinh(b/(σε²)) − asinh(b/(σu²))]``
+(``ĉ = 2ρ/√3``), which falls like ``log(b)/b`` once ``b ≫ σε²`` and like ``ĉ ln(u/ε)/b`` once
+``b ≫ σu²`` (claim ``sam_shared_radius_background_delay``).
+The "kick" that exact SAM gives at the saddle (the gradient is taken at ``v − c < 0``, on the far
+side, where it is larger) exists only for ``v < c s/2`` (claim ``sam_exact_kick_region``) and
+not at all in first-order SAM, which shows the same phase pattern: it is not the mechanism.
+
+Numerical helpers (numpy only): :func:`ansatz_rate`, :func:`ansatz_gd_time` (closed form),
+:func:`calibrate_start`, :func:`reduced_map` (vectorized over runs).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import sympy as sp
+
+from .verify import CheckResult, claim
+
+__all__ = [
+    "FORMS",
+    "NORMALIZATIONS",
+    "ansatz_rate",
+    "ansatz_rate_prime",
+    "ansatz_gd_time",
+    "calibrate_start",
+    "reduced_rate",
+    "reduced_map",
+    "figure1_ansatz",
+    "time_entropy",
+]
+
+FORMS = ("exact", "first_order")
+NORMALIZATIONS = ("global", "headwise")
+
+
+def ansatz_rate(v, sigma, kappa):
+    """``G(v) = σ v² − κ v⁵``: ``τ v̇`` of a head on the ansatz under GD (App. C.2)."""
+    v = np.asarray(v, dtype=float)
+    return sigma * v**2 - kappa * v**5
+
+
+def ansatz_rate_prime(v, sigma, kappa):
+    """``G'(v) = 2σ v − 5κ v⁴``."""
+    v = np.asarray(v, dtype=float)
+    return 2.0 * sigma * v - 5.0 * kappa * v**4
+
+
+def _antiderivative(z):
+    """``F(z) = ∫ dz / (z²(1 − z³))`` for ``0 < z < 1`` (claim ``ansatz_gd_time_closed_form``)."""
+    z = np.asarray(z, dtype=float)
+    s3 = math.sqrt(3.0)
+    return (-1.0 / z - np.log1p(-z) / 3.0 + np.log(z * z + z + 1.0) / 6.0
+            - np.arctan((2.0 * z + 1.0) / s3) / s3)  # fmt: skip
+
+
+def ansatz_gd_time(sigma, kappa, v0, v1):
+    """GD time ``∫_{v0}^{v1} dv / (σ v² − κ v⁵)`` (``τ = 1``), closed form, vectorized.
+
+    With ``z = (κ/σ)^{1/3} v`` the integrand is ``(κ/σ)^{1/3}/σ · 1/(z²(1 − z³))``. Requires
+    ``0 < v0 < v1 < (σ/κ)^{1/3}`` (below the fixed point); ``κ = 0`` gives ``(1/v0 − 1/v1)/σ``.
+
+    Raises:
+        ValueError: for non-positive ``sigma``, negative ``kappa`` or endpoints out of range.
+    """
+    sigma, kappa, v0, v1 = np.broadcast_arrays(*(np.asarray(x, dtype=float)
+                                                for x in (sigma, kappa, v0, v1)))  # fmt: skip
+    if np.any(sigma <= 0) or np.any(kappa < 0):
+        raise ValueError(f"`sigma` must be > 0 and `kappa` >= 0; got {sigma=}, {kappa=}.")
+    if np.any(v0 <= 0) or np.any(v1 <= v0):
+        raise ValueError(f"need 0 < v0 < v1; got v0={v0}, v1={v1}.")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.cbrt(kappa / sigma)
+        z0, z1 = scale * v0, scale * v1
+    if np.any((kappa > 0) & (z1 >= 1)):
+        raise ValueError("`v1` must lie below the fixed point (σ/κ)^{1/3}; the time is infinite.")
+    pure = (1.0 / v0 - 1.0 / v1) / sigma
+    with np.errstate(divide="ignore", invalid="ignore"):
+        full = scale / sigma * (_antiderivative(z1) - _antiderivative(z0))
+    small = z1 < 1e-3  # the closed form cancels catastrophically; use the series
+    series = pure + kappa / sigma**2 * (v1**2 - v0**2) / 2.0
+    return np.where(kappa == 0, pure, np.where(small, series, full))
+
+
+def calibrate_start(times, sigma, kappa, v1, *, lo: float = 1e-9):
+    """Start values ``v0`` whose GD time to ``v1`` equals ``times`` (inverse of ansatz_gd_time).
+
+    Used to give the reduced model each feature's effective initial size from a simulated GD
+    run (whose heads do not start on the ansatz). Bisection in ``log v0`` (80 halvings), fully
+    vectorized; NaN where ``times`` is NaN.
+    """
+    t = np.asarray(times, dtype=float)
+    sigma, kappa, v1 = (np.broadcast_to(np.asarray(x, float), t.shape) for x in (sigma, kappa, v1))
+    a = np.full(t.shape, math.log(lo))
+    b = np.log(v1 * (1 - 1e-12))
+    ok = np.isfinite(t)
+    for _ in range(80):
+        mid = 0.5 * (a + b)
+        tm = ansatz_gd_time(sigma, kappa, np.exp(mid), v1)
+        longer = tm > np.where(ok, t, 0.0)  # start too small: move up
+        a = np.where(longer, mid, a)
+        b = np.where(longer, b, mid)
+    return np.where(ok, np.exp(0.5 * (a + b)), np.nan)
+
+
+def reduced_rate(v, sigma, kappa, rho, *, form: str = "exact", normalization: str = "global"):
+    """Value rate of every head under SAM on the multi-head ansatz (module docstring).
+
+    Args:
+        v: ``(..., M)`` values of the ``M`` active heads.
+        sigma: ``(M,)`` (or broadcastable) signal ``σ`` of :func:`ansatz_rate`.
+        kappa: ``(M,)`` (or broadcastable) coefficient ``κ`` of :func:`ansatz_rate`.
+        rho: SAM radius (0 gives GD).
+        form: ``"exact"`` (eq. 6) or ``"first_order"`` (eq. 8).
+        normalization: ``"global"`` (eq. 6: shares ``G_i/‖G‖``) or ``"headwise"`` (eq. 22 for
+            every head: shares ``sign G_i``).
+    """
+    if form not in FORMS:
+        raise ValueError(f"`form` must be one of {FORMS}; got {form!r}.")
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"`normalization` must be one of {NORMALIZATIONS}; got {normalization!r}.")
+    g = ansatz_rate(v, sigma, kappa)
+    if rho == 0:
+        return g
+    if normalization == "global":
+        n = np.sqrt(np.sum(g * g, axis=-1, keepdims=True))
+        share = np.where(n > 0, g / np.where(n > 0, n, 1.0), 0.0)
+    else:
+        share = np.sign(g)
+    c = rho / math.sqrt(3.0)
+    if form == "exact":
+        return ansatz_rate(v - c * share, sigma, kappa)
+    return g - c * share * ansatz_rate_prime(v, sigma, kappa)
+
+
+def reduced_map(v0, sigma, kappa, thresholds, *, rho, eta: float, n_steps: int,
+                form="exact", normalization="global") -> np.ndarray:  # fmt: skip
+    """Iterate ``v ← v + 2η rate(v)`` and return the first step each head reaches its threshold.
+
+    This *is* discrete GD/SAM on the multi-head ansatz (claim
+    ``sam_multihead_ansatz_reduction``), so it reproduces the full model started there.
+
+    Args:
+        v0: ``(R, M)`` start values (``R`` independent runs).
+        sigma: ``(M,)`` or ``(R, M)`` signals.
+        kappa: ``(M,)`` or ``(R, M)`` coefficients.
+        thresholds: ``(M,)`` or ``(R, M)`` values at which a head counts as arrived.
+        rho: SAM radius, a scalar or ``(R,)`` (one per run; 0 gives GD).
+        eta: learning rate.
+        n_steps: iterations (stops early once every head of every run has arrived).
+        form: see :func:`reduced_rate`; a name, or one name per run (several variants
+            advance in one vectorized loop).
+        normalization: as ``form``.
+
+    Returns:
+        ``(R, M)`` first steps (float; NaN where never reached).
+    """
+    v = np.array(v0, dtype=float, ndmin=2)
+    n_runs = v.shape[0]
+    thr = np.broadcast_to(np.asarray(thresholds, float), v.shape)
+    sigma = np.broadcast_to(np.asarray(sigma, float), v.shape)
+    kappa = np.broadcast_to(np.asarray(kappa, float), v.shape)
+    forms = np.broadcast_to(np.asarray(form), (n_runs,))
+    norms = np.broadcast_to(np.asarray(normalization), (n_runs,))
+    if not set(forms.tolist()) <= set(FORMS):
+        raise ValueError(f"`form` must be in {FORMS}; got {sorted(set(forms.tolist()))}.")
+    if not set(norms.tolist()) <= set(NORMALIZATIONS):
+        raise ValueError(f"`normalization` must be in {NORMALIZATIONS}; got "
+                         f"{sorted(set(norms.tolist()))}.")  # fmt: skip
+    exact = (forms == "exact")[:, None]
+    glob = (norms == "global")[:, None]
+    c = (np.broadcast_to(np.asarray(rho, float), (n_runs,)) / math.sqrt(3.0))[:, None]
+    hit = np.full(v.shape, np.nan)
+    for t in range(int(n_steps)):
+        new = np.isnan(hit) & (v >= thr)
+        hit[new] = t
+        if t % 256 == 0 and not np.isnan(hit).any():
+            break
+        g = sigma * v * v - kappa * v**5
+        n = np.sqrt(np.sum(g * g, axis=-1, keepdims=True))
+        share = np.where(glob, g / np.where(n > 0, n, 1.0), np.sign(g))
+        w = v - c * share
+        rate = np.where(exact, sigma * w * w - kappa * w**5,
+                        g - c * share * (2.0 * sigma * v - 5.0 * kappa * v**4))  # fmt: skip
+        v = v + 2.0 * eta * rate
+    return hit
+
+
+def time_entropy(times) -> np.ndarray:
+    """Entropy (nats) of sum-normalized times along the last axis (eq. 11); NaN if any NaN."""
+    t = np.asarray(times, dtype=float)
+    p = t / t.sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)
+    return np.where(np.all(np.isfinite(t), axis=-1), h, np.nan)
+
+
+@functools.lru_cache(maxsize=4)
+def figure1_ansatz(eps: float = 2e-3, rho: float = 1e-3, eta: float = 0.02, n_context: int = 31,
+                   scale: float = 31.0, fraction: float = 0.5) -> dict:  # fmt: skip
+    """The reduced model at Figure 1's setting: λ ∝ (4, 3, 2, 1)/10, all heads start at ε.
+
+    Returns learning steps for GD and for SAM in each (form, normalization), and the thresholds
+    (``v³ = fraction × c_i*``, the simulation's learning criterion).
+    """
+    lam = np.array([0.4, 0.3, 0.2, 0.1])
+    tr = lam.sum()
+    a = lam**2 * (1 + (1 + tr / lam) / n_context)
+    sigma, kappa = scale * lam**2, scale**2 * lam * a
+    thr = np.cbrt(fraction * sigma / kappa)  # component v³ = fraction × σ/κ
+    keys = ["gd"] + [f"{f}/{n}" for f in FORMS for n in NORMALIZATIONS]
+    forms = ["exact"] + [k.split("/")[0] for k in keys[1:]]
+    norms = ["global"] + [k.split("/")[1] for k in keys[1:]]
+    rhos = [0.0] + [rho] * (len(keys) - 1)
+    n = int(2.5 * ansatz_gd_time(sigma[-1], kappa[-1], eps, thr[-1]) / (2 * eta))
+    hits = reduced_map(np.full((len(keys), 4), eps), sigma, kappa, thr, rho=np.array(rhos),
+                       eta=eta, n_steps=n, form=forms, normalization=norms)  # fmt: skip
+    out = {"lam": lam, "sigma": sigma, "kappa": kappa, "threshold": thr}
+    out.update({k: hits[i] for i, k in enumerate(keys)})
+    return out
+
+
+def _figure1_thresholds(n_context: int = 31, scale: float = 31.0, fraction: float = 0.5):
+    lam = np.array([0.4, 0.3, 0.2, 0.1])
+    a = lam**2 * (1 + (1 + lam.sum() / lam) / n_context)
+    return np.cbrt(fraction * (scale * lam**2) / (scale**2 * lam * a))
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims
+# ---------------------------------------------------------------------------------------------
+
+
+def _two_head_setup():
+    from .fixed_points import ansatz_model
+
+    m = ansatz_model(3, 2)
+    v1, v2 = sp.symbols("v1 v2", positive=True)
+    sub = m.point({1: (v1, v1 * m.e(1), v1 * m.e(1)), 2: (v2, v2 * m.e(2), v2 * m.e(2))})
+    return m, v1, v2, sub
+
+
+def _d(m, i):
+    from .sam_flow import direction
+
+    return direction(m, i)
+
+
+@claim(
+    "sam_multihead_ansatz_reduction",
+    "beyond the paper (eqs. 6, 8; App. C.2 with several active heads)",
+    "With heads on distinct eigen-directions (k_i = q_i = v_i e_i, population loss) the gradient "
+    "is −2Σ_i G_i(v_i) d_i and H d_i = −2G_i'(v_i) d_i, so global SAM keeps the ansatz and moves "
+    "head i by G_i(v_i − c G_i/‖G‖) (exact) or G_i − c G_i G_i'/‖G‖ (first order), c = ρ/√3, "
+    "‖G‖² = Σ_j G_j²: the heads share the radius in proportion to their gradient.",
+    sizes="d = 3, H = 2 (both heads active); the identities are per head",
+)
+def check_multihead_reduction() -> CheckResult:
+    """Symbolic gradient and Hessian-vector products of the 2-active-head model (d = 3, H = 2)."""
+    from .sam_flow import gd_flow_full
+
+    m, v1, v2, sub = _two_head_setup()
+    g = m.grad_at(sub)
+    G1 = gd_flow_full(m.lam[0], m.a[0], v1)
+    G2 = gd_flow_full(m.lam[1], m.a[1], v2)
+    d1, d2 = _d(m, 1), _d(m, 2)
+    r_grad = sp.expand(g + 2 * G1 * d1 + 2 * G2 * d2)
+    ok_grad = all(x == 0 for x in r_grad)
+    bad = []
+    for v, G, d in ((v1, G1, d1), (v2, G2, d2)):
+        hd = m.hvp(sub, d)
+        res = sp.expand(hd + 2 * sp.diff(G, v) * d)
+        bad += [x for x in res if x != 0]
+    # the perturbed point of global SAM is again a 2-head ansatz point with v_i - c G_i/‖G‖:
+    # ε = ρ g/‖g‖ with ‖g‖ = 2√3 ‖G‖ and g = -2 Σ G_i d_i, so ε = -(ρ/√3) Σ (G_i/‖G‖) d_i.
+    norm_g = sp.sqrt(sum(x**2 for x in g))
+    r_norm = sp.simplify(norm_g**2 - 12 * (G1**2 + G2**2))
+    ok = ok_grad and not bad and r_norm == 0
+    return CheckResult(ok, 0 if ok else (r_grad if not ok_grad else (bad or [r_norm])[0]),
+                       "d = 3, H = 2, both heads active on e₁, e₂ (any v₁, v₂ > 0); population "
+                       "loss", "symbolic",
+                       "∇L = −2(G₁d₁ + G₂d₂), ‖∇L‖² = 12(G₁² + G₂²), H d_i = −2G_i' d_i with no "
+                       "cross-head term: the perturbed point is the ansatz point "
+                       "v_i − (ρ/√3)G_i/‖G‖ and, by the same identities there, the SAM gradient "
+                       "of head i is −2G_i(v_i − (ρ/√3)G_i/‖G‖) d_i; the first-order term "
+                       "ρH ĝ adds (2ρ/√3)G_iG_i'/‖G‖ d_i")  # fmt: skip
+
+
+@claim(
+    "sam_headwise_uniform_slowdown",
+    "main, Thm 4.4 / eq. (22) (per-head radius), truncated exact SAM",
+    "If every head gets the whole radius (share 1, the paper's reduction), the truncated exact "
+    "SAM time from ε to u is (1/λ²)(1/(ε−c) − 1/(u−c)), i.e. GD's time times εu/((ε−c)(u−c)): "
+    "the same factor ε/(ε−c) for every feature up to O(c/u).",
+    approximation=True,
+    sizes="all λ, ε, c, u (symbolic); numbers at Figure 1's 4 thresholds",
+)
+def check_headwise_uniform() -> CheckResult:
+    """Integrate 1/(λ²(v−c)²) symbolically; ratio to GD; its spread across u."""
+    lam, eps, u, c = sp.symbols("lam eps u c", positive=True)
+    # antiderivatives checked by differentiation (∫_ε^u, so they vanish at u = ε)
+    t_sam = (1 / (eps - c) - 1 / (u - c)) / lam**2
+    t_gd = (1 / eps - 1 / u) / lam**2
+    r_int = [sp.simplify(sp.diff(t_sam, u) - 1 / (lam**2 * (u - c) ** 2)), t_sam.subs(u, eps),
+             sp.simplify(sp.diff(t_gd, u) - 1 / (lam**2 * u**2)), t_gd.subs(u, eps)]
+    target = eps * u / ((eps - c) * (u - c))
+    r = sp.simplify(t_sam / t_gd - target)
+    r = r if all(x == 0 for x in r_int) else next(x for x in r_int if x != 0)
+    # at Figure 1's setting (ε = 0.002, c = 1e-3/√3, u_i = 0.5^(1/3) v_i*): spread of the ratio
+    u_vals = _figure1_thresholds()
+    num = [float(target.subs({eps: 2e-3, c: 1e-3 / math.sqrt(3), u: x})) for x in u_vals]
+    ok = r == 0
+    return CheckResult(ok, r, "0 < c < ε < u (the SAM target is reachable)", "symbolic",
+                       f"ratios at Figure 1's thresholds u = {np.round(u_vals, 4).tolist()}: "
+                       f"{np.round(num, 5).tolist()} (spread "
+                       f"{max(num) - min(num):.1e}): a uniform slow-down, so the normalized "
+                       "times, hence the entropy, barely change")  # fmt: skip
+
+
+@claim(
+    "sam_exact_kick_region",
+    "beyond the paper (exact SAM at the saddle v = 0)",
+    "At a small head (truncated rate λ²v²) exact SAM with shift c s moves faster than GD iff "
+    "v < c s/2, and first-order SAM (λ²v² − 2c s λ² v) is never faster than GD there.",
+    sizes="all λ, v, c, s > 0 (symbolic)",
+)
+def check_kick_region() -> CheckResult:
+    """Solve λ²(v − cs)² > λ²v² and λ²v² − 2csλ²v > λ²v² for v > 0."""
+    lam, v, c, s = sp.symbols("lam v c s", positive=True)
+    exact_gain = sp.factor(lam**2 * (v - c * s) ** 2 - lam**2 * v**2)
+    fo_gain = sp.expand(lam**2 * v**2 - 2 * c * s * lam**2 * v - lam**2 * v**2)
+    crit = sp.solve(sp.Eq(exact_gain, 0), v)
+    ok = crit == [c * s / 2] and sp.simplify(fo_gain + 2 * c * s * lam**2 * v) == 0
+    return CheckResult(ok, sp.Integer(0) if ok else exact_gain,
+                       "truncated rates, share s ∈ (0, 1], v > 0", "symbolic",
+                       f"exact − GD = {exact_gain} changes sign only at v = cs/2; first-order − "
+                       f"GD = {fo_gain} < 0. At Figure 1's ρ = 1e-3, cs/2 ≤ 2.9e-4, below the "
+                       "heads' effective starts (~1.6e-3 to 2.1e-3 calibrated from GD runs)")
+
+
+@claim(
+    "sam_shared_radius_background_delay",
+    "beyond the paper (first-order SAM, truncated, constant background gradient b)",
+    "With the escaping head's share s = σv²/√(σ²v⁴ + b²) (a constant gradient b elsewhere), "
+    "first-order SAM delays its escape from ε to u by (ĉ/2b)[asinh(b/(σε²)) − asinh(b/(σu²))] "
+    "(to first order in ĉ = 2ρ/√3), which tends to (ĉ/2σ)(1/ε² − 1/u²) as b → 0 and decays "
+    "like ĉ ln(u/ε)/b for b ≫ σu².",
+    approximation=True,
+    sizes="all σ, b, ε, u, ĉ > 0 (symbolic)",
+)
+def check_background_delay() -> CheckResult:
+    """d/dv of the antiderivative equals ĉ s/(σ v³); the b → 0 limit; the large-b decay."""
+    sig, b, v, eps, u, ch = sp.symbols("sigma b v epsilon u chat", positive=True)
+    share = sig * v**2 / sp.sqrt(sig**2 * v**4 + b**2)
+    integrand = ch * share / (sig * v**3)  # 1/(σv²(1 − ĉ s/v)) − 1/(σv²) to first order in ĉ
+    anti = -ch / (2 * b) * sp.asinh(b / (sig * v**2))
+    r1 = sp.simplify(sp.diff(anti, v) - integrand)
+    delay = anti.subs(v, u) - anti.subs(v, eps)
+    lim0 = sp.limit(delay, b, 0)
+    r2 = sp.simplify(lim0 - ch / (2 * sig) * (1 / eps**2 - 1 / u**2))
+    big = sp.limit(delay * b, b, sp.oo)
+    r3 = sp.simplify(sp.expand_log(big - ch * sp.log(u / eps), force=True))
+    ok = r1 == 0 and r2 == 0 and r3 == 0
+    ratio_at = [float((delay / lim0).subs({sig: 0.16 * 31, eps: 2e-3, u: 0.42, ch: 2e-3 / 3**0.5,
+                                           b: bb})) for bb in (1e-6, 1e-5, 1e-4, 1e-3)]
+    return CheckResult(ok, r1 if r1 != 0 else (r2 if r2 != 0 else r3),
+                       "first order in ĉ, truncated rate σv², b "
+                       "constant", "symbolic",
+                       f"delay(b)/delay(0) at σ = 31·0.16, ε = 0.002, u = 0.42: "
+                       f"{np.round(ratio_at, 4).tolist()} for b = 1e-6..1e-3; "
+                       f"lim_(b→∞) delay·b = {big}")  # fmt: skip
+
+
+@claim(
+    "ansatz_gd_time_closed_form",
+    "main, App. C.2 full GD ODE (τv̇ = σv² − κv⁵), closed-form learning time",
+    "∫ dz/(z²(1 − z³)) = −1/z − ln(1 − z)/3 + ln(z² + z + 1)/6 − atan((2z + 1)/√3)/√3, so the "
+    "GD time from v0 to v1 is (κ/σ)^{1/3}/σ [F(z1) − F(z0)] with z = (κ/σ)^{1/3} v.",
+    sizes="all 0 < z < 1 (symbolic); 4 numeric cases vs quadrature",
+)
+def check_gd_time_closed_form() -> CheckResult:
+    """Differentiate F symbolically; compare the vectorized closed form with quadrature."""
+    from scipy.integrate import quad
+
+    z = sp.Symbol("z", positive=True)
+    F = (-1 / z - sp.log(1 - z) / 3 + sp.log(z**2 + z + 1) / 6
+         - sp.atan((2 * z + 1) / sp.sqrt(3)) / sp.sqrt(3))  # fmt: skip
+    r = sp.simplify(sp.diff(F, z) - 1 / (z**2 * (1 - z**3)))
+    worst = 0.0
+    for sigma, kappa, v0, v1 in ((4.96, 190.0, 2e-3, 0.25), (0.31, 3.3, 1e-3, 0.4),
+                                 (1.0, 0.0, 0.1, 2.0), (2.0, 1e-6, 1e-3, 0.02)):  # fmt: skip
+        ref = quad(lambda x, s=sigma, k=kappa: 1 / (s * x * x - k * x**5), v0, v1,
+                   epsabs=0, epsrel=1e-12, limit=200)[0]  # fmt: skip
+        got = float(ansatz_gd_time(sigma, kappa, v0, v1))
+        worst = max(worst, abs(got / ref - 1))
+    ok = r == 0 and worst < 1e-9  # quad at rtol 1e-12; the closed form loses ~1e-12 to cancellation
+    return CheckResult(ok, r if r != 0 else worst, "0 < z < 1 (below the fixed point)",
+                       "symbolic", f"max relative gap to scipy quad over 4 cases: {worst:.2e}")
+
+
+@claim(
+    "sam_shared_radius_fig1",
+    "beyond the paper (Figure 1 setting, reduced model of sam_multihead_ansatz_reduction)",
+    "At Figure 1's setting (λ ∝ 4:3:2:1, N = 31, anchor scale, η = 0.02, ρ = 1e-3, heads "
+    "started at ε = 0.002) global SAM slows feature 1 by > 1.3×, shortens phase 2 (< 0.85×), "
+    "leaves phases 3-4 within 1.05×, and raises the entropy of the learning times by > 0.04 "
+    "nats, while head-wise SAM slows all features by the same factor (spread < 0.01) with "
+    "|ΔH| < 1e-3.",
+    approximation=True,
+    sizes="d = 4, λ ∝ 4:3:2:1, N = 31, 4 heads (numeric map)",
+)
+def check_fig1() -> CheckResult:
+    """Run the reduced map (exact and first-order, global and head-wise normalization)."""
+    f = figure1_ansatz()
+    gd = f["gd"]
+    h_gd = float(time_entropy(gd))
+    lines, ok = [], True
+    for key in ("exact/global", "first_order/global", "exact/headwise", "first_order/headwise"):
+        t = f[key]
+        ratio = t / gd
+        phase = np.diff(t, prepend=0.0) / np.diff(gd, prepend=0.0)
+        dh = float(time_entropy(t)) - h_gd
+        lines.append(f"{key}: time ratios {np.round(ratio, 3).tolist()}, phase ratios "
+                     f"{np.round(phase, 3).tolist()}, ΔH = {dh:+.4f}")  # fmt: skip
+        if key.endswith("global"):
+            ok &= ratio[0] > 1.3 and np.all(phase[2:] < 1.05) and phase[1] < 0.85 and dh > 0.04
+        else:
+            ok &= (ratio.max() - ratio.min()) < 0.01 and abs(dh) < 1e-3
+    detail = (f"GD learning steps {gd.astype(int).tolist()}; " + "; ".join(lines)
+              + ". Theorem 4.4's first-order eq. 9 gives ×1.49 for every feature and ΔH ≈ "
+              "+1.9e-4 (issue 13); the global normalization multiplies the gain by ~250")
+    return CheckResult(bool(ok), 0 if ok else detail, "reduced discrete map (exact reduction "
+                       "of the full model on the multi-head ansatz), 4 heads, population loss",
+                       "numeric", detail)
+
+
+@claim(
+    "sam_learned_head_bounce",
+    "beyond the paper (discrete SAM at a learned head on a plateau)",
+    "Near a learned head's fixed point (G(v*) = 0, G'(v*) < 0) while another head's gradient "
+    "G_e dominates, both SAM forms map x = v − v* to μx with μ = 1 + 2ηG'(v*)(1 − cG'(v*)/|G_e|)"
+    "; the fixed point is unstable (the head bounces) iff η|G'|(1 + c|G'|/|G_e|) > 1 — at "
+    "Figure 1's setting whenever |G_e| < 5e-4, i.e. on every plateau.",
+    sizes="all η, c, G_e > 0, G' < 0 (symbolic); numbers at λ₁ = 0.4, N = 31",
+)
+def check_bounce() -> CheckResult:
+    """Series of the exact and first-order reduced maps in x; the threshold at Figure 1."""
+    x, eta, c, ge = sp.symbols("x eta c G_e", positive=True)
+    gp = sp.Symbol("gp", negative=True)  # G'(v*)
+    gpp = sp.Symbol("gpp", real=True)  # G''(v*)
+    G = gp * x + gpp * x**2 / 2  # G(v* + x) to second order
+    share = G / sp.sqrt(G**2 + ge**2)
+    exact = x + 2 * eta * G.subs(x, x - c * share)
+    first = x + 2 * eta * (G - c * share * sp.diff(G, x))
+    mu = 1 + 2 * eta * gp * (1 - c * gp / ge)
+    r = [sp.simplify(sp.series(m, x, 0, 2).removeO().coeff(x, 1) - mu) for m in (exact, first)]
+    zero = [sp.simplify(sp.series(m, x, 0, 2).removeO().coeff(x, 0)) for m in (exact, first)]
+    crit = sp.simplify((mu + 1).subs(gp, -sp.Symbol("h", positive=True)))
+    lam, n_ctx, s = 0.4, 31, 31.0
+    a = lam**2 * (1 + (1 + 1.0 / lam) / n_ctx)
+    sig, kap = s * lam**2, s**2 * lam * a
+    vs = (sig / kap) ** (1 / 3)
+    g1 = 2 * sig * vs - 5 * kap * vs**4
+    h, et, cc = abs(g1), 0.02, 1e-3 / math.sqrt(3)
+    threshold = cc * h * et * h / (1 - et * h)
+    ok = all(x_ == 0 for x_ in r) and all(z == 0 for z in zero) and et * h < 1
+    return CheckResult(ok, next((x_ for x_ in r if x_ != 0), 0),
+                       "learned head at G(v*) = 0 with G'(v*) < 0; |G_learned| ≪ |G_e| so "
+                       "‖G‖ ≈ |G_e|; η|G'| < 1 (GD itself stable)", "symbolic",
+                       f"μ + 1 = {crit}; at λ₁ = 0.4, N = 31, anchor scale: G'(v*) = {g1:.3f}, "
+                       f"η|G'| = {et * h:.3f} (GD stable) and SAM unstable once |G_e| < "
+                       f"{threshold:.2e}; a plateau's escaping head has G_e = σv² ≈ 1e-5. The "
+                       "bounce's own gradient then joins ‖G‖ and shrinks the escaping head's "
+                       "share further (the escape experiment's SAM escapes faster than the "
+                       "noise-free reduced map)")  # fmt: skip
