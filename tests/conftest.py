@@ -35,8 +35,8 @@ except ImportError:  # pragma: no cover - depends on the installed extras
 
 # Matplotlib must never try to open a window in tests.
 os.environ.setdefault("MPLBACKEND", "Agg")
-# Sweeps run in-process by default: the spawn pool's start-up (a fresh interpreter importing torch or
-# JAX per worker) cost most of the quick figures' test time on 2 cores. The pool path itself is
+# Sweeps run in-process by default: the spawn pool's start-up (a fresh interpreter importing torch
+# or JAX per worker) cost most of the quick figures' test time on 2 cores. The pool path itself is
 # tested with explicit ``workers=2`` in tests/sims/test_parallel.py.
 os.environ.setdefault("SBT_WORKERS", "1")
 
