@@ -172,6 +172,17 @@ def _confirm(args) -> int:
     if args.variants:
         cfg = dataclasses.replace(cfg, variants=tuple(args.variants.split(",")))
     out = args.out or f"results/llm/confirm_{args.scale}"
+    if args.dry_run:
+        print(f"confirm --scale {args.scale}: results in {out}\n"
+              f"  corpus: {cfg.n_pretrain} pre-training, {cfg.n_train} fine-tuning, {cfg.n_test} "
+              f"per benchmark (seed {cfg.corpus_seed}, noise rate {cfg.noise_rate})\n"
+              f"  proxy: {cfg.proxy}, target: {cfg.target}\n"
+              f"  variants: {', '.join(cfg.variants)}\n"
+              f"  seeds: {', '.join(map(str, cfg.seeds))}")  # fmt: skip
+        return 0
+    from sims.io import ensure_writable
+
+    ensure_writable(out, kind="dir", arg="--out")
     run_confirmation(cfg, out, quiet=args.quiet)
     return 0
 

@@ -125,3 +125,23 @@ def test_figure_renders_from_results(tmp_path):
     assert mod.FIGURE.extra == "llm" and mod.FIGURE.result_file == "llm/confirm_cpu/results.nc"
     (path,) = mod.plot(_synthetic_results(), tmp_path)
     assert path.name == "llm_confirm.png" and path.stat().st_size > 20_000
+
+
+def test_confirm_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys):
+    from llm_validation.__main__ import main
+
+    out = tmp_path / "confirm"
+    argv = ["confirm", "--scale", "cpu", "--seeds", "4,5", "--out", str(out), "--dry-run"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "seeds: 4, 5" in text and "6000 pre-training" in text and str(out) in text
+    assert not out.exists()  # a dry run computes and writes nothing (it used to start the run)
+
+
+def test_confirm_checks_out_before_any_work(tmp_path, capsys):
+    from llm_validation.__main__ import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["confirm", "--scale", "cpu", "--out", str(blocker / "sub")]) == 2
+    assert "`--out`" in capsys.readouterr().err
