@@ -129,9 +129,16 @@ def _lab(kind: str, text: str) -> str:
 
 
 def _plain_log_ticks(ax):
-    from matplotlib.ticker import FormatStrFormatter, NullFormatter
+    """Plain-number ticks at 1, 2, 5 × 10^k on the log axes of ratio panels.
 
-    for axis in (ax.xaxis, ax.yaxis):
+    The ratios span less than a decade, where the default log locator labels only 1.
+    """
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+
+    for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+        if scale != "log":
+            continue
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(FormatStrFormatter("%g"))
         axis.set_minor_formatter(NullFormatter())
 
