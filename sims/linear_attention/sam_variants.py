@@ -29,7 +29,9 @@ import jax.numpy as jnp
 import optax
 
 from sims.optim import METHODS as _BASE_METHODS
-from sims.optim import SAMState, gd
+from sims.optim import gd
+from sims.optim.optax_sam import _check_nonneg
+from sims.optim.optax_sam import _sam_transform as _transform  # the one SAM shell
 
 __all__ = [
     "head_norms",
@@ -77,30 +79,8 @@ def headwise_sam_flow_direction(grad_fn: Callable, params, grads, rho):
     return jax.tree_util.tree_map(lambda a, b: a + rho * b, g, hu)
 
 
-def _transform(name: str, direction) -> optax.GradientTransformationExtraArgs:
-    def init_fn(params):
-        del params
-        return SAMState(grad_norm=jnp.zeros(()))
-
-    def update_fn(updates, state, params=None, *, grad_fn=None, **extra_args):
-        del state, extra_args
-        if params is None:
-            raise ValueError(f"{name}'s `update` needs `params` (the current weights).")
-        if grad_fn is None or not callable(grad_fn):
-            raise TypeError(
-                f"{name}'s `update` needs the keyword-only extra argument `grad_fn`; got "
-                f"{grad_fn!r}. Call opt.update(grads, state, params, grad_fn=jax.grad(loss))."
-            )
-        return direction(grad_fn, params, updates), SAMState(grad_norm=optax.tree.norm(updates))
-
-    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
-
-
 def _check_rho(rho):
-    if isinstance(rho, jax.core.Tracer):
-        return
-    if not jnp.isfinite(rho) or rho < 0:
-        raise ValueError(f"`rho` must be finite and >= 0; got {rho!r}. rho=0 recovers GD.")
+    _check_nonneg("rho", rho, "rho=0 recovers GD.")
 
 
 def headwise_sam(rho) -> optax.GradientTransformationExtraArgs:
