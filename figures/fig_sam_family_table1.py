@@ -62,7 +62,8 @@ def summary(ds) -> str:
             f"{m:>7} {rho:5.2g} {float(v.mean()):9.4f} ± {sd(v):.4f} "
             f"{float(d.mean()):+11.4f} ± {sd(d):.4f}  {paper:.2f}"
         )
-    lines.append(f"seeds {list(ds.seed.values)}; Bayes loss {ds.attrs['bayes_loss']:.4f}")
+    seeds = [int(s) for s in ds.seed.values]
+    lines.append(f"seeds {seeds}; Bayes loss {ds.attrs['bayes_loss']:.4f}")
     return "\n".join(lines)
 
 
