@@ -15,6 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from figures import FigureSpec, figure_main, save_figure  # noqa: E402
+from figures._sam_family import suptitle  # noqa: E402
 
 FIGURE = FigureSpec(
     name="sam_family_rho",
@@ -46,7 +47,9 @@ def compute(results_dir, *, quick: bool = False, recompute: bool = False):
 def plot(ds, out: Path, *, quick: bool = False) -> list[Path]:
     """Loss minus the best PFSAM loss vs ρ (log axis); AdamW as the ρ = 0 line."""
     best = float(ds.final_val_loss.sel(optimizer="pfsam").min())
-    fig, ax = plt.subplots(figsize=(6, 4.2), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(7, 4.8), constrained_layout=True)
+    suptitle(fig, "Seed 003 Fig. 3 analog: final validation loss vs perturbation radius ρ",
+             ds.attrs)
     style = {"sam": ("s-", "C3"), "fsam": ("d-", "C0"), "pfsam": ("o-", "C1")}
     for m in ds.optimizer.values:
         fmt, color = style.get(str(m), ("o-", None))

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main, save_figure  # noqa: E402
+from figures._sam_family import suptitle  # noqa: E402
 
 FIGURE = FigureSpec(
     name="sam_family_sharpness",
@@ -62,8 +63,9 @@ def summary(ds) -> str:
 def plot(ds, out: Path, *, quick: bool = False) -> list[Path]:
     """One bar panel per quantity, seeds as dots."""
     methods = list(ds.optimizer.values)
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.8),
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 4.3),
                              constrained_layout=True)  # fmt: skip
+    suptitle(fig, "Seed 003 Tables 4/6 analog: sharpness of the final models", ds.attrs)
     for ax, (k, label) in zip(axes, PANELS, strict=True):
         for i, m in enumerate(methods):
             v = ds[k].sel(optimizer=m).values

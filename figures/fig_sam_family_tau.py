@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from figures import FigureSpec, figure_main, save_figure  # noqa: E402
+from figures._sam_family import suptitle  # noqa: E402
 
 FIGURE = FigureSpec(
     name="sam_family_tau",
@@ -75,8 +76,10 @@ def summary(ds) -> str:
 def plot(ds, out: Path, *, quick: bool = False) -> list[Path]:
     """One panel of τ curves per method (mean ± std over seeds), plus logit statistics."""
     methods = list(ds.optimizer.values)
-    fig, axes = plt.subplots(1, len(methods) + 1, figsize=(5 * (len(methods) + 1), 4),
+    fig, axes = plt.subplots(1, len(methods) + 1, figsize=(5 * (len(methods) + 1), 4.5),
                              constrained_layout=True)  # fmt: skip
+    suptitle(fig, "Seed 003 Fig. 2 analog: logit vs functional share of the SAM sharpness "
+             "gradient ‖H ε*‖² along training (τ_logit + τ_func + τ_cross = 1)", ds.attrs)
     steps = ds.callback_step.values
     for ax, m in zip(axes, methods, strict=False):
         for k, c in (("tau_logit", "C0"), ("tau_func", "C3"), ("tau_cross", "C2")):
