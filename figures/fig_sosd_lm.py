@@ -101,8 +101,9 @@ def _loss_and_dsigma(ax, sp, h, title, summary=None, lines=()):
     ax.plot(h.eval_step.values, h.val_loss.values, color="navy", lw=1.2, label="val loss")
     if np.isfinite(h.attrs.get("bayes_loss", np.nan)):
         ax.axhline(h.attrs["bayes_loss"], color="navy", ls=":", lw=0.8)
-    ax.set(xlabel="step", ylabel="validation loss", title=title)
+    ax.set(xlabel="step", ylabel="validation loss (navy; dotted: Bayes loss)", title=title)
     a2 = ax.twinx()
+    a2.set_ylabel("ΔΣ over 10 steps (log)")
     for g, c in (("attn", "tab:red"), ("mlp", "tab:green")):
         a2.semilogy(sp.step.values, _group_curve(sp, g), color=c, lw=0.7, label=f"ΔΣ {g}")
     for x in lines:
@@ -120,6 +121,11 @@ def plot(results_dir, summary: dict, *, scale: str = "cpu", path=None):
     runs = summary["runs"]
     fig, ax = plt.subplots(2, 4, figsize=(21, 9), constrained_layout=True)
     (a, b, c, d), (e, f, g, hh) = ax
+    n_seeds = len({k.rsplit("_seed", 1)[1] for k in runs})
+    fig.suptitle("Seed 002 Figs. 2–5 analogs: singular-distribution variation ΔΣ in small-LM "
+                 f"pre-training (0.1M-parameter decoder, HMM corpus; {n_seeds} seeds per setting, "
+                 "curves of seed 0; red dashed: learning-rate decay points; black: ΔΣ onset (—) "
+                 "and loss knee (···))", fontsize=11)  # fmt: skip
 
     def over(name, key, sub=None):
         vals = []
@@ -137,11 +143,12 @@ def plot(results_dir, summary: dict, *, scale: str = "cpu", path=None):
     a.semilogy(st[ok], 1 - wc[ok], "o-", ms=3, label="1 − cos⟨W_t, W_T⟩")
     a.semilogy(st, np.maximum(1 - sc, 1e-12), "--", label="1 − cos⟨Σ_t, Σ_T⟩")
     a.set(xlabel="step", ylabel="1 − cosine to final (mean over matrices)",
-          title="(a) constant LR: spectra settle long before weights (Fig. 1a/2)")
+          title="(a) constant LR: spectra settle long before weights\n(Fig. 1a/2)")
     a.legend(fontsize=8)
     on, kn = over("constant", "onset"), over("constant", "loss_knee")
-    _loss_and_dsigma(b, sp, h, f"(b) constant LR: onset (—) {np.nanmedian(on):.0f}, loss knee "
-                     f"(···) {np.nanmedian(kn):.0f} (medians)", runs.get("constant_seed0"))
+    _loss_and_dsigma(b, sp, h, f"(b) constant LR: ΔΣ onset (—) {np.nanmedian(on):.0f},\nloss "
+                     f"knee (···) {np.nanmedian(kn):.0f} (medians of seeds)",
+                     runs.get("constant_seed0"))  # fmt: skip
     for axis, name, title in ((c, "step", "(c) step decay ×0.1 at 50%, 75% (Fig. 4a)"),
                               (d, "wsd", "(d) WSD, last 28.4% decayed (Fig. 4b)"),
                               (e, "cosine", "(e) cosine to 0.1× (Fig. 4c)")):  # fmt: skip
@@ -149,7 +156,7 @@ def plot(results_dir, summary: dict, *, scale: str = "cpu", path=None):
         T = int(hn.step.values[-1])
         lines = {"step": (0.5 * T, 0.75 * T), "wsd": (T - round(0.284 * T),)}.get(name, ())
         ratio = over(name, "decay_ratio")
-        extra = (f"; ΔΣ after/before decay: {np.nanmedian(ratio):.2f}"
+        extra = (f"\nΔΣ after/before decay: {np.nanmedian(ratio):.2f} (median of seeds)"
                  if np.isfinite(ratio).any() else "")  # fmt: skip
         _loss_and_dsigma(axis, spn, hn, title + extra, runs.get(f"{name}_seed0"), lines)
     for axis, pair, title in ((f, ("cosine", "cosine_wd"), "(f) weight decay 0 (dashed) vs 0.1"),
