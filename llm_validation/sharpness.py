@@ -65,7 +65,7 @@ PARAM_SETS = ("lora", "last_mlp")
 FIELDS = (
     "tau_logit", "tau_func", "tau_cross", "lambda_max", "loss", "grad_norm",
     "sharpness_grad_norm", "curvature", "check_residual", "n_params", "seconds_tau",
-    "seconds_lambda",
+    "seconds_lambda", "cpu_seconds",
 )  # fmt: skip
 #: Probe logit statistics per step (:func:`sims.optim.diagnostics.logit_statistics`).
 LOGIT_FIELDS = ("entropy", "max_prob", "one_minus_p_sq", "p_true")
@@ -201,7 +201,8 @@ def measure_sharpness(
         seed: seed of the Lanczos start vector.
 
     Returns:
-        ``{field: value}`` for :data:`FIELDS` (``n_params`` = size of the parameter set).
+        ``{field: value}`` for :data:`FIELDS` (``n_params`` = size of the parameter set;
+        ``seconds_*`` wall-clock, ``cpu_seconds`` this process's CPU time, all threads).
 
     Raises:
         ValueError: for bad arguments, an empty parameter set, or a vanishing gradient.
@@ -221,6 +222,7 @@ def measure_sharpness(
     device = next(model.parameters()).device
     ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
     targets = batch["labels"][:, 1:].to(device)
+    c0 = time.process_time()
     with _measuring(model):
         # all parameters for a base-weight set (functional_call substitutes the chosen subset)
         every, f = dg.functionalize(
@@ -248,6 +250,7 @@ def measure_sharpness(
         n_params=float(sum(v.numel() for v in theta.values())),
         seconds_tau=t1 - t0,
         seconds_lambda=t2 - t1,
+        cpu_seconds=time.process_time() - c0,
     )
     return {k: float(out[k]) for k in FIELDS}
 

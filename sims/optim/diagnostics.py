@@ -69,7 +69,7 @@ Params = dict[str, torch.Tensor]
 
 # ---------------------------------------------------------------------------------- tree helpers
 def _dot(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> float:
-    return float(sum(torch.vdot(a[k].flatten(), b[k].flatten()) for k in a))
+    return float(sum(torch.vdot(a[k].detach().flatten(), b[k].detach().flatten()) for k in a))
 
 
 def _norm(a: Mapping[str, torch.Tensor]) -> float:
