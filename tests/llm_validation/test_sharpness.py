@@ -203,6 +203,8 @@ def test_lambda_max_is_the_top_eigenvalue_of_the_adapter_hessian(lora_setup):
     few = sh.measure_sharpness(model, b, lanczos_iters=3, check=False)
     assert few["lambda_max"] <= got * (1 + 1e-9)  # Lanczos Ritz values approach λ_max from below
     assert few["lambda_max"] >= few["curvature"] * (1 - 1e-9)  # started from the gradient
+    one = sh.measure_sharpness(model, b, lanczos_iters=1, check=False)  # its Rayleigh quotient
+    assert one["lambda_max"] == pytest.approx(one["curvature"], rel=1e-6)
 
 
 def test_float64_copy_agrees_and_leaves_the_model_alone(tiny_model_dir, records):
