@@ -69,7 +69,7 @@ Params = dict[str, torch.Tensor]
 
 # ---------------------------------------------------------------------------------- tree helpers
 def _dot(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> float:
-    return float(sum(torch.vdot(a[k].flatten(), b[k].flatten()) for k in a))
+    return float(sum(torch.vdot(a[k].detach().flatten(), b[k].detach().flatten()) for k in a))
 
 
 def _norm(a: Mapping[str, torch.Tensor]) -> float:
@@ -253,6 +253,7 @@ def lanczos(
     iters: int = 30,
     seed: int = 0,
     dtype: torch.dtype = torch.float64,
+    v0: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Ritz values of a symmetric operator by Lanczos with full reorthogonalization.
 
@@ -262,6 +263,8 @@ def lanczos(
         iters: Krylov dimension (capped at ``dim``; ``iters = dim`` gives the exact spectrum).
         seed: seed of the random start vector.
         dtype: working precision of the recurrence.
+        v0: start vector (default random). The Krylov space contains it, so the top Ritz value
+            is at least ``v0ᵀAv0/‖v0‖²`` after any number of iterations.
 
     Returns:
         The Ritz values, ascending. The largest converges to ``λ_max`` (algebraic) from below.
@@ -269,9 +272,17 @@ def lanczos(
     if dim < 1 or iters < 1:
         raise ValueError(f"`dim` and `iters` must be >= 1; got dim={dim}, iters={iters}.")
     k = min(iters, dim)
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(dim, generator=gen, dtype=dtype)
-    q /= q.norm()
+    if v0 is None:
+        gen = torch.Generator().manual_seed(seed)
+        q = torch.randn(dim, generator=gen, dtype=dtype)
+    else:
+        q = v0.detach().flatten().to(dtype)
+        if q.numel() != dim or not bool(torch.isfinite(q).all()) or float(q.norm()) == 0.0:
+            raise ValueError(
+                f"`v0` must be a finite non-zero vector of length `dim`={dim}; got "
+                f"{q.numel()} entries with norm {float(q.norm())}."
+            )
+    q = q / q.norm()
     Q = torch.zeros(k, dim, dtype=dtype)
     alpha = torch.zeros(k, dtype=dtype)
     beta = torch.zeros(k, dtype=dtype)
@@ -331,8 +342,16 @@ def lambda_max(
     iters: int = 30,
     method: str = "lanczos",
     seed: int = 0,
+    start: str = "random",
 ) -> float:
-    """Largest eigenvalue of ``H_L`` at ``params``: ``"lanczos"`` (algebraic) or ``"power"``."""
+    """Largest eigenvalue of ``H_L`` at ``params``: ``"lanczos"`` (algebraic) or ``"power"``.
+
+    ``start="gradient"`` starts Lanczos from ``g = ∇L`` (one extra gradient): with few
+    iterations the estimate is then at least the curvature along the gradient, ``ε*ᵀH_Lε*``,
+    which directions of high curvature dominate (a random start needs more iterations).
+    """
+    if start not in ("random", "gradient"):
+        raise ValueError(f"unknown `start` {start!r}; choose 'random' or 'gradient'.")
     params = {k: v.detach() for k, v in params.items()}
     dim = sum(v.numel() for v in params.values())
 
@@ -343,7 +362,8 @@ def lambda_max(
         return _flatten(hvp(f, params, _unflatten(v, params))).to(torch.float64)
 
     if method == "lanczos":
-        return float(lanczos(matvec, dim, iters=iters, seed=seed)[-1])
+        v0 = _flatten(grad(f)(params)) if start == "gradient" else None
+        return float(lanczos(matvec, dim, iters=iters, seed=seed, v0=v0)[-1])
     if method == "power":
         return power_iteration(matvec, dim, iters=iters, seed=seed)
     raise ValueError(f"unknown `method` {method!r}; choose 'lanczos' or 'power'.")

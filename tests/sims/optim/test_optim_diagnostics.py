@@ -117,6 +117,43 @@ def test_lambda_max_of_a_network_matches_eigvalsh():
     assert lm == pytest.approx(float(torch.linalg.eigvalsh(H_L)[-1]), rel=1e-8)
 
 
+def test_lanczos_start_vector():
+    g = torch.Generator().manual_seed(0)
+    Q, _ = torch.linalg.qr(torch.randn(30, 30, generator=g, dtype=torch.float64))
+    lam = torch.cat([torch.tensor([3.0, -5.0]), torch.linspace(-1, 1, 28)]).double()
+    A = Q @ torch.diag(lam) @ Q.T
+    # an eigenvector spans an invariant subspace: one step gives its eigenvalue exactly
+    ritz = dg.lanczos(lambda v: A @ v, 30, iters=10, v0=7.0 * Q[:, 0])
+    assert ritz.numel() == 1 and float(ritz[0]) == pytest.approx(3.0, abs=1e-12)
+    # any start: the top Ritz value is at least the Rayleigh quotient of the start vector
+    v0 = Q[:, 0] + 0.5 * Q[:, 5]
+    rq = float(v0 @ A @ v0 / (v0 @ v0))
+    assert float(dg.lanczos(lambda v: A @ v, 30, iters=2, v0=v0)[-1]) >= rq - 1e-12
+    for bad in (torch.zeros(30), torch.ones(29), torch.full((30,), float("nan"))):
+        with pytest.raises(ValueError, match="`v0` must be a finite non-zero vector"):
+            dg.lanczos(lambda v: A @ v, 30, v0=bad)
+
+
+def test_lambda_max_from_the_gradient_bounds_the_curvature_along_it():
+    net = make_net()
+    x, y = make_data()
+    _, H_L, _ = _explicit(net, x, y)
+    params, logits_fn = dg.functionalize(net, x)
+    loss = dg.cross_entropy_loss(y)
+    exact = float(torch.linalg.eigvalsh(H_L)[-1])
+    curv = dg.tau_fractions(logits_fn, loss, params).curvature  # ε*ᵀ H_L ε*
+    for iters in (1, 2, 3):
+        lm = dg.lambda_max(logits_fn, loss, params, iters=iters, start="gradient")
+        assert curv - 1e-12 <= lm <= exact + 1e-10
+    assert dg.lambda_max(logits_fn, loss, params, iters=1, start="gradient") == pytest.approx(
+        curv, rel=1e-10
+    )  # one iteration is the Rayleigh quotient of the start vector
+    full = dg.lambda_max(logits_fn, loss, params, iters=40, start="gradient")
+    assert full == pytest.approx(exact, rel=1e-8)
+    with pytest.raises(ValueError, match="unknown `start`"):
+        dg.lambda_max(logits_fn, loss, params, start="top")
+
+
 def test_hutchinson_on_a_fixed_matrix():
     g = torch.Generator().manual_seed(2)
     B = torch.randn(40, 40, generator=g, dtype=torch.float64)
