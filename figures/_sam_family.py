@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 
-def study_line(attrs: Mapping) -> str:
+def study_line(attrs: Mapping, *, show_rho: bool = True) -> str:
     """Two lines describing the run every method shares: model and corpus; steps, batch, lr.
 
     Reads the study config from ``attrs["study"]`` (or the provenance's ``meta.config.study``).
@@ -16,7 +16,7 @@ def study_line(attrs: Mapping) -> str:
     if not m:
         return ""
     radii = sorted(set((study.get("rho") or {}).values()))
-    rho = f"; ρ = {radii[0]:g} for every SAM variant" if len(radii) == 1 else ""
+    rho = f"; ρ = {radii[0]:g} for every SAM variant" if show_rho and len(radii) == 1 else ""
     n = attrs.get("n_params")
     size = f"{int(n) / 1e6:.2f}M-parameter " if n is not None else ""
     return (
@@ -27,7 +27,7 @@ def study_line(attrs: Mapping) -> str:
     )
 
 
-def suptitle(fig, what: str, attrs: Mapping) -> None:
-    """``what`` on the first line, the study on the second."""
-    line = study_line(attrs)
+def suptitle(fig, what: str, attrs: Mapping, *, show_rho: bool = True) -> None:
+    """``what`` on the first line, the study below (without the study's ρ where ρ is swept)."""
+    line = study_line(attrs, show_rho=show_rho)
     fig.suptitle(what + (f"\n{line}" if line else ""), fontsize=10)

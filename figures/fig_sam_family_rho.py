@@ -49,7 +49,7 @@ def plot(ds, out: Path, *, quick: bool = False) -> list[Path]:
     best = float(ds.final_val_loss.sel(optimizer="pfsam").min())
     fig, ax = plt.subplots(figsize=(7, 4.8), constrained_layout=True)
     suptitle(fig, "Seed 003 Fig. 3 analog: final validation loss vs perturbation radius ρ",
-             ds.attrs)
+             ds.attrs, show_rho=False)
     style = {"sam": ("s-", "C3"), "fsam": ("d-", "C0"), "pfsam": ("o-", "C1")}
     for m in ds.optimizer.values:
         fmt, color = style.get(str(m), ("o-", None))
