@@ -89,7 +89,9 @@ def plot(ds, out: Path, *, quick: bool = False) -> list[Path]:
             ax.fill_between(steps, mu - sd, mu + sd, color=c, alpha=0.2)
         ax.axhline(0, color="k", lw=0.6)
         ax.axhline(1, color="gray", lw=0.6, ls=":")
-        ax.set(xlabel="step", title=f"along {str(m).upper()} ({ds.sizes['seed']} seeds)")
+        n = int(ds.tau_logit.sel(optimizer=m).notnull().any("callback_step").sum())
+        ax.set(xlabel="step", ylabel="share of ‖H ε*‖²",
+               title=f"along {str(m).upper()} ({n} seed{'s' if n != 1 else ''}, mean ± std)")
         ax.legend(fontsize=8)
     ax = axes[-1]
     for i, m in enumerate(methods):
