@@ -139,11 +139,14 @@ def plot(ds, out: Path, *, quick: bool = False) -> list[Path]:
                 label=f"λ_max, {LABELS.get(str(p), str(p))}")  # fmt: skip
         ax.plot(steps, ds.curvature.sel(param_set=p), "x--", color=f"C{i}",
                 label=f"ε*ᵀH_Lε*, {LABELS.get(str(p), str(p))}")  # fmt: skip
-    ax.set_yscale("log")
+    ax.set_yscale("symlog", linthresh=0.1)  # ε*ᵀH_Lε* can be negative (H_L is indefinite)
+    ax.axhline(0, color="k", lw=0.6)
     ax.set(xlabel="optimizer step", ylabel="curvature",
            title=f"λ_max(H_L) (Lanczos, {ds.attrs['lanczos_iters']} it.) and along ε*")  # fmt: skip
     ax.legend(fontsize=7)
     fig.suptitle(
+        "Seed 003 Fig. 2 on a real pretrained LM: logit vs functional share of the SAM sharpness "
+        "gradient along a LoRA fine-tune\n"
         f"{ds.attrs['model']}, LoRA rank {ds.attrs['lora_rank']} (α {ds.attrs['lora_alpha']:g}, "
         f"{ds.attrs['lora_targets']}), probe {ds.attrs['n_probe']} sequences / "
         f"{ds.attrs['probe_response_tokens']} response tokens, {ds.attrs['dtype']}",
