@@ -139,7 +139,8 @@ def plot(ds, out: Path, *, quick: bool = False) -> list[Path]:
                 label=f"λ_max, {LABELS.get(str(p), str(p))}")  # fmt: skip
         ax.plot(steps, ds.curvature.sel(param_set=p), "x--", color=f"C{i}",
                 label=f"ε*ᵀH_Lε*, {LABELS.get(str(p), str(p))}")  # fmt: skip
-    ax.set_yscale("log")
+    ax.set_yscale("symlog", linthresh=0.1)  # ε*ᵀH_Lε* can be negative (H_L is indefinite)
+    ax.axhline(0, color="k", lw=0.6)
     ax.set(xlabel="optimizer step", ylabel="curvature",
            title=f"λ_max(H_L) (Lanczos, {ds.attrs['lanczos_iters']} it.) and along ε*")  # fmt: skip
     ax.legend(fontsize=7)
