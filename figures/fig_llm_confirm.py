@@ -1,9 +1,12 @@
 """Figure 4 style: upsampling ablations on the generated MathInstruct-like corpus (issue 14).
 
-Panels (average accuracy over the six benchmarks; dots: seeds, bar: mean): (a) proxy choice,
-(b) trajectory vs last checkpoint, (c) trajectory length 5/10/15, (d) FT / random / easy / hard
-upsampling (compute-matched), (e) optimizers, (f) paired change of the learning-time entropy
-(eq. 11) vs the paired accuracy change, FT+UP minus FT, per seed. Reads
+Top row: average accuracy over the six benchmarks; bottom row: mean solution loss on clean
+held-out problems of the training distribution (the low-variance companion); dots: seeds, bar:
+mean. Panels (a) proxy choice, (b) trajectory vs last checkpoint, (c) trajectory length 5/10/15,
+(d) FT / random / easy / hard upsampling (compute-matched), (e) optimizers, (f) paired change of
+the learning-time entropy (eq. 11) vs the paired accuracy change, FT+UP minus FT, per seed, (g)
+per-source held-out loss change against the source's FT loss (does upsampling help the
+worst-learned sources?). Reads
 ``results/llm/confirm_cpu/results.nc`` (``python -m llm_validation confirm --scale cpu``).
 """
 
@@ -46,26 +49,43 @@ PANELS = [
 ]
 
 
+def _strip(ax, values, title: str, cols: dict, ylabel: str, ref: float | None) -> None:
+    """Dots per seed and a bar at the mean for the variants of one panel."""
+    have = set(values["variant"].values.tolist())
+    names = [c for c in cols if c in have]
+    for i, v in enumerate(names):
+        vals = values.sel(variant=v).values
+        ax.plot(np.full(vals.size, i), vals, "o", color=f"C{i}", alpha=0.6)
+        ax.plot([i - 0.3, i + 0.3], [np.nanmean(vals)] * 2, color=f"C{i}", lw=2.5)
+    if ref is not None:
+        ax.axhline(ref, color="grey", lw=0.8, ls="--", label="FT mean")
+    ax.set_xticks(range(len(names)), [cols[n] for n in names], fontsize=8)
+    ax.set(title=title, ylabel=ylabel)
+    if not names:
+        ax.text(0.5, 0.5, "not run", ha="center", transform=ax.transAxes)
+
+
 def plot(ds, out: Path, tag: str = "") -> list[Path]:
-    """Six panels from the aggregate of :func:`llm_validation.confirm.run_confirmation`."""
-    avg = 100 * ds["accuracy"].mean("benchmark")  # (variant, seed)
+    """Accuracy (top row) and held-out solution loss (bottom row) per ablation panel.
+
+    Reads the aggregate of :func:`llm_validation.confirm.run_confirmation`; the bottom row is
+    drawn when the results carry ``heldout_loss``.
+    """
+    rows = [(100 * ds["accuracy"].mean("benchmark"), "avg accuracy (%)", "higher is better")]
+    if "heldout_loss" in ds:
+        rows.append((ds["heldout_loss"].mean("heldout"), "held-out loss (nats/token)",
+                     "lower is better"))  # fmt: skip
     have = set(ds["variant"].values.tolist())
-    fig, axes = plt.subplots(1, 6, figsize=(22, 3.8), constrained_layout=True)
-    ft = float(avg.sel(variant="ft").mean()) if "ft" in have else None
-    for ax, (title, cols) in zip(axes, PANELS, strict=False):
-        names = [c for c in cols if c in have]
-        for i, v in enumerate(names):
-            vals = avg.sel(variant=v).values
-            ax.plot(np.full(vals.size, i), vals, "o", color=f"C{i}", alpha=0.6)
-            ax.plot([i - 0.3, i + 0.3], [np.nanmean(vals)] * 2, color=f"C{i}", lw=2.5)
-        if ft is not None:
-            ax.axhline(ft, color="grey", lw=0.8, ls="--", label="FT mean")
-        ax.set_xticks(range(len(names)), [cols[n] for n in names], fontsize=8)
-        ax.set(title=title, ylabel="avg accuracy (%)")
-        if not names:
-            ax.text(0.5, 0.5, "not run", ha="center", transform=ax.transAxes)
-    ax = axes[5]
+    fig, axes = plt.subplots(len(rows), 6, figsize=(22, 3.6 * len(rows)), squeeze=False,
+                             constrained_layout=True)  # fmt: skip
+    for r, (values, ylabel, better) in enumerate(rows):
+        ref = float(values.sel(variant="ft").mean()) if "ft" in have else None
+        for ax, (title, cols) in zip(axes[r], PANELS, strict=False):
+            _strip(ax, values, f"{title} ({better})", cols, ylabel, ref)
+        axes[r, 0].legend(fontsize=7, loc="best")
+    ax = axes[0, 5]
     if {"ft", "ft_up"} <= have:
+        avg = rows[0][0]
         de = (ds["entropy_sources"].sel(variant="ft_up")
               - ds["entropy_sources"].sel(variant="ft")).values  # fmt: skip
         da = (avg.sel(variant="ft_up") - avg.sel(variant="ft")).values
@@ -76,8 +96,23 @@ def plot(ds, out: Path, tag: str = "") -> list[Path]:
         ax.axvline(0, color="k", lw=0.6)
     ax.set(title="(f) FT+UP − FT per seed", xlabel="Δ entropy of learning times (nats)",
            ylabel="Δ avg accuracy (points)")  # fmt: skip
+    if len(rows) > 1:
+        ax = axes[1, 5]
+        if {"ft", "ft_up"} <= have:
+            per = ds["heldout_loss"].groupby("heldout_source").mean("heldout")  # (v, seed, src)
+            ft = per.sel(variant="ft").mean("seed").values
+            for i, (v, lab) in enumerate((("ft_up", "hard"), ("random", "rand."),
+                                          ("easy", "easy"))):  # fmt: skip
+                if v in have:
+                    d = per.sel(variant=v).mean("seed").values - ft
+                    ax.plot(ft, d, "o", color=f"C{i}", alpha=0.8, label=f"{lab} − FT")
+            ax.axhline(0, color="k", lw=0.6)
+            ax.legend(fontsize=7)
+        ax.set(title="(g) per source: help for the worst-learned?",
+               xlabel="FT held-out loss of the source (nats/token)",
+               ylabel="Δ held-out loss vs FT")  # fmt: skip
     fig.suptitle(f"Upsampling ablations, generated corpus ({ds.attrs.get('scale')} scale, "
-                 f"{ds.sizes['seed']} seeds)")  # fmt: skip
+                 f"{ds.sizes['seed']} seeds; dots: seeds, bars: means)")  # fmt: skip
     return [save_figure(fig, Path(out) / f"llm_confirm{tag}.png", dpi=110)]
 
 

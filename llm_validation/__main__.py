@@ -46,19 +46,37 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("step", choices=(*STEPS, "show-config", "models", "convert", "corpus",
-                                    "confirm"),
-                   help="what to run (run-all: every step in order, skipping finished ones)")
-    p.add_argument("spec", nargs="?", default=None,
-                   help="for `convert`: the model spec (named model, .gguf file or HF folder)")
+    p.add_argument(
+        "step",
+        choices=(*STEPS, "show-config", "models", "convert", "corpus", "confirm"),
+        help="what to run (run-all: every step in order, skipping finished ones)",
+    )
+    p.add_argument(
+        "spec",
+        nargs="?",
+        default=None,
+        help="for `convert`: the model spec (named model, .gguf file or HF folder)",
+    )
     p.add_argument("--config", default=None, help="JSON/TOML run config (overrides of defaults)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key, e.g. --set finetune.optimizer=muon (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set finetune.optimizer=muon (repeatable)",
+    )
     p.add_argument("--run-dir", default=None, help="override the config's run_dir")
-    p.add_argument("--settings", default=None,
-                   help="finetune only these settings (comma-separated, e.g. ft,ft_up)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the plan (data sizes, step counts, models) and exit")
+    p.add_argument(
+        "--settings",
+        default=None,
+        help="finetune only these settings (comma-separated, e.g. ft,ft_up)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (data sizes, step counts, models) and exit",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars or summaries")
     g = p.add_argument_group("corpus / confirm")
     g.add_argument("--out", default=None,
@@ -67,12 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--n-train", type=int, default=20000, help="corpus: training problems")
     g.add_argument("--n-test", type=int, default=500, help="corpus: problems per benchmark")
     g.add_argument("--n-pretrain", type=int, default=0, help="corpus: pre-training problems")
+    g.add_argument("--n-heldout", type=int, default=0,
+                   help="corpus: clean held-out problems (training distribution)")  # fmt: skip
     g.add_argument("--seed", type=int, default=0, help="corpus: seed")
     g.add_argument("--noise-rate", type=float, default=0.0,
                    help="corpus: fraction of training answers made wrong")  # fmt: skip
     g.add_argument("--scale", choices=("cpu", "gpu"), default="cpu", help="confirm: scale")
     g.add_argument("--seeds", default=None, help="confirm: comma-separated seeds (default 0,1,2)")
-    g.add_argument("--variants", default=None, help="confirm: comma-separated variants")
+    g.add_argument("--variants", default=None,
+                   help="confirm: comma-separated variants, or 'all' (default: the scale's; "
+                        "see llm_validation.confirm.VARIANTS)")  # fmt: skip
     return p
 
 
@@ -149,11 +171,13 @@ def _corpus(args) -> int:
         raise ValueError("`corpus` needs --out FOLDER.")
     out = ensure_writable(args.out, kind="dir", arg="--out")
     paths = write_corpus(out, n_train=args.n_train, n_test=args.n_test,
-                         n_pretrain=args.n_pretrain, seed=args.seed,
+                         n_pretrain=args.n_pretrain, n_heldout=args.n_heldout, seed=args.seed,
                          noise_rate=args.noise_rate)  # fmt: skip
     print(f"wrote {args.n_train} training problems to {paths['train']}"
           + (f", {args.n_pretrain} pre-training problems to {paths['pretrain']}"
              if paths["pretrain"] else "")
+          + (f", {args.n_heldout} held-out problems to {paths['heldout']}"
+             if paths["heldout"] else "")
           + f", and {args.n_test} problems per benchmark under {paths['benchmarks']}")  # fmt: skip
     return 0
 
@@ -169,13 +193,18 @@ def _confirm(args) -> int:
     cfg = SCALES[args.scale]
     if args.seeds:
         cfg = dataclasses.replace(cfg, seeds=tuple(int(x) for x in args.seeds.split(",")))
-    if args.variants:
+    if args.variants == "all":
+        from llm_validation.confirm import VARIANTS
+
+        cfg = dataclasses.replace(cfg, variants=tuple(VARIANTS))
+    elif args.variants:
         cfg = dataclasses.replace(cfg, variants=tuple(args.variants.split(",")))
     out = args.out or f"results/llm/confirm_{args.scale}"
     if args.dry_run:
         print(f"confirm --scale {args.scale}: results in {out}\n"
               f"  corpus: {cfg.n_pretrain} pre-training, {cfg.n_train} fine-tuning, {cfg.n_test} "
-              f"per benchmark (seed {cfg.corpus_seed}, noise rate {cfg.noise_rate})\n"
+              f"per benchmark, {cfg.n_heldout} held-out (seed {cfg.corpus_seed}, noise rate "
+              f"{cfg.noise_rate})\n"
               f"  proxy: {cfg.proxy}, target: {cfg.target}\n"
               f"  variants: {', '.join(cfg.variants)}\n"
               f"  seeds: {', '.join(map(str, cfg.seeds))}")  # fmt: skip

@@ -10,15 +10,18 @@ upsampling hurts (Fig. 4d, Table 4), trajectories beat the last checkpoint for c
 
 Two scales (:data:`SCALES`):
 
-* ``cpu``: from-scratch Llama decoders (target ~0.9M parameters, proxy ~0.2M) pre-trained on a
+* ``cpu``: from-scratch Llama decoders (target ~0.4M parameters, proxy ~0.1M) pre-trained on a
   disjoint split of the corpus (plain text, :mod:`llm_validation.scratch`) with a locally
-  trained tokenizer, then fully fine-tuned with the same pipeline; ~30 minutes on 2 cores.
+  trained tokenizer, then fully fine-tuned with the same pipeline; the eight default variants
+  take under 30 minutes on 2 cores (``--variants all``: about 45).
 * ``gpu``: proxy SmolLM2-135M-Instruct, target Gemma-3-270M (both from the GGUF packages), LoRA
   as in Section 6; sized for about 25 minutes on one H100 (not run in the session that wrote it).
 
 Everything is resumable (finished runs are kept in a :class:`sims.parallel.JobStore`, and each
 fine-tuning resumes from its last epoch checkpoint). The aggregate is an ``xarray.Dataset``
-(``results.nc``) with the accuracy of every (variant, seed, benchmark), the fine-tuning loss
+(``results.nc``) with the accuracy of every (variant, seed, benchmark), the solution loss of
+clean held-out problems of the training distribution (a continuous, low-variance companion of
+the accuracy, which tiny models leave near the floor), the fine-tuning loss
 trajectories of per-source probe sets, the learning-time entropies (main paper eq. 11) and the
 hard cluster's composition; :func:`report` prints the tables in the layout of the paper's
 Tables 2, 4 and 6 (mean ± std over seeds, paired differences with 95 % confidence intervals).
@@ -103,6 +106,8 @@ class ConfirmConfig:
         n_pretrain: pre-training problems (from-scratch targets only; disjoint from the rest).
         n_train: fine-tuning problems (95 % train / 5 % validation).
         n_test: problems per benchmark.
+        n_heldout: clean held-out problems from the training distribution; their solution loss
+            after fine-tuning is the low-variance companion of the accuracy (0: not measured).
         corpus_seed: seed of the corpus.
         noise_rate: fraction of training examples with a wrong final answer (irreducible loss).
         target: ``scratch`` or a model spec (``gemma3-270m``).
@@ -112,7 +117,9 @@ class ConfirmConfig:
         proxy_train: proxy run (records 15 checkpoints over one epoch; 5/10/15 = first K).
         finetune: fine-tuning settings shared by every variant.
         selection: clustering settings (``features``/``n_checkpoints`` set per variant).
-        variants: conditions to run (keys of :data:`VARIANTS`).
+        variants: conditions to run (keys of :data:`VARIANTS`; the ``cpu`` default is the eight
+            that fit 30 minutes on 2 cores, ``--variants all`` adds K=10, proxy = target, FSAM
+            and the noise-free oracle, about 45 minutes).
         seeds: fine-tuning/proxy/selection seeds.
         max_new_tokens: evaluation generation budget.
         eval_batch_size: generation batch.
@@ -128,17 +135,25 @@ class ConfirmConfig:
     n_pretrain: int = 6000
     n_train: int = 1100
     n_test: int = 60
+    n_heldout: int = 520
     corpus_seed: int = 0
     noise_rate: float = 0.05
     target: str = "scratch"
     proxy: str = "scratch"
+    # Small batches (many steps) matter more than width here: at batch 8 for 3 epochs a
+    # 0.5M-parameter target learns to copy the question's numbers into its solution, which a
+    # 0.9M one at batch 32 for 2 epochs (375 steps, same time) did not (session of 2026-11-23).
     target_pretrain: PretrainConfig = PretrainConfig(
-        size=TinySize(hidden=128, layers=4, heads=4, kv_heads=2, intermediate=384),
-        epochs=2.0,
+        size=TinySize(hidden=96, layers=4, heads=4, kv_heads=2, intermediate=256),
+        epochs=3.0,
+        batch_size=8,
+        lr=2e-3,
     )
     proxy_pretrain: PretrainConfig = PretrainConfig(
         size=TinySize(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=192),
-        epochs=2.0,
+        epochs=3.0,
+        batch_size=8,
+        lr=2e-3,
     )
     proxy_train: ProxyConfig = ProxyConfig(
         model="",
@@ -165,10 +180,12 @@ class ConfirmConfig:
         optimizer_kwargs={},
     )
     selection: SelectionConfig = SelectionConfig(small_sources="none", min_source_size=20)
-    variants: tuple[str, ...] = tuple(VARIANTS)
+    variants: tuple[str, ...] = (
+        "ft", "ft_up", "random", "easy", "ft_up_last", "ft_up_k15", "ft_muon", "ft_up_muon",
+    )  # fmt: skip
     seeds: tuple[int, ...] = (0, 1, 2)
     max_length: int = 192
-    max_new_tokens: int = 48
+    max_new_tokens: int = 144
     eval_batch_size: int = 64
     probes_per_source: int = 16
     n_records: int = 8
@@ -198,6 +215,7 @@ SCALES: dict[str, ConfirmConfig] = {
         n_pretrain=200,
         n_train=160,
         n_test=4,
+        n_heldout=40,
         noise_rate=0.1,
         target_pretrain=PretrainConfig(
             size=TinySize(hidden=32, layers=1, heads=4, kv_heads=2),
@@ -382,6 +400,7 @@ def _job_finetune(job: dict):
     benches = {n: load_benchmark(n, root=job["bench_dir"]) for n in BENCHMARKS}
     t0, c0 = time.perf_counter(), time.process_time()
     probes_ds = None
+    held = _examples(job["heldout_file"]) if job.get("heldout_file") else []
     if job["variant"] == "pt":
         model, tok = load_model(job["model"], padding_side="left")
         train_s = 0.0
@@ -432,8 +451,15 @@ def _job_finetune(job: dict):
         progress=False,
     )
     acc = np.array([scores[b]["accuracy"] for b in BENCHMARKS])
+    data = {"accuracy": ("benchmark", acc)}
+    if held:
+        from llm_validation.data import tokenize_examples
+        from llm_validation.training import per_example_losses
+
+        recs = tokenize_examples(held, tok, max_length=job["max_length"])
+        data["heldout_loss"] = ("heldout", per_example_losses(model, recs, pad_id=tok.pad_token_id))
     ds = xr.Dataset(
-        {"accuracy": ("benchmark", acc)},
+        data,
         coords={"benchmark": list(BENCHMARKS)},
         attrs={
             "train_seconds": train_s,
@@ -499,6 +525,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
             n_train=cfg.n_train,
             n_test=cfg.n_test,
             n_pretrain=cfg.n_pretrain,
+            n_heldout=cfg.n_heldout,
             seed=cfg.corpus_seed,
             noise_rate=cfg.noise_rate,
         )
@@ -515,6 +542,12 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
         write_jsonl(
             train_file,
             [{"instruction": e.instruction, "output": e.output, "source": e.source} for e in train],
+        )
+    heldout_file = str(data / "heldout.json") if cfg.n_heldout else None
+    if heldout_file and not Path(heldout_file).exists():
+        raise ValueError(
+            f"{out} holds a corpus without a held-out split (written by an older version); "
+            "start a fresh `out_dir`, or set `n_heldout=0`."
         )
     store = JobStore(out / "jobs")
     workers = cfg.workers or default_workers(len(cfg.seeds) * len(variants))
@@ -619,6 +652,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
                     "probes": probes.tolist(),
                     "train_file": str(train_file),
                     "bench_dir": str(data / "dataset"),
+                    "heldout_file": heldout_file,
                     "model": models["target"],
                     "max_length": cfg.max_length,
                     "max_new_tokens": cfg.max_new_tokens,
@@ -635,6 +669,8 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
             "seed": -1,
             "model": models["target"],
             "bench_dir": str(data / "dataset"),
+            "heldout_file": heldout_file,
+            "max_length": cfg.max_length,
             "max_new_tokens": cfg.max_new_tokens,
             "eval_batch_size": cfg.eval_batch_size,
             "out": str(out / "pretrained"),
@@ -646,8 +682,9 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
         _job_finetune, ft_jobs, workers=workers, store=store, desc=None if quiet else "finetune"
     )
     cpu["finetune"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
+    held_src = [e.source for e in _examples(heldout_file)] if heldout_file else []
     ds = _aggregate(
-        cfg, variants, ft_jobs, res, sel_info, trajs, train, train_idx, corrupted, levels, src
+        cfg, variants, ft_jobs, res, sel_info, trajs, train_idx, corrupted, levels, src, held_src
     )
     ds.attrs["seconds_total_this_call"] = time.perf_counter() - t_start
     ds.attrs["cpu_seconds"] = json.dumps(cpu)
@@ -669,7 +706,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
 
 
 def _aggregate(
-    cfg, variants, jobs, results, sel_info, trajs, train, train_idx, corrupted, levels, src
+    cfg, variants, jobs, results, sel_info, trajs, train_idx, corrupted, levels, src, held_src
 ):
     """Collect accuracies, probe learning times, entropies and hard-cluster composition."""
     import xarray as xr
@@ -685,13 +722,20 @@ def _aggregate(
     t_hard = np.full((len(names), len(seeds)), np.nan)
     t_easy = np.full((len(names), len(seeds)), np.nan)
     pt_acc = np.full(len(BENCHMARKS), np.nan)
+    n_held = next((r.sizes["heldout"] for r in results if "heldout_loss" in r), 0)
+    held = np.full((len(names), len(seeds), n_held), np.nan)
+    pt_held = np.full(n_held, np.nan)
     sources = sorted(set(src))
     for job, r in zip(jobs, results, strict=True):
         if job["variant"] == "pt":
             pt_acc = r["accuracy"].values
+            if n_held:
+                pt_held = r["heldout_loss"].values
             continue
         i, j = names.index(job["variant"]), seeds.index(job["seed"])
         acc[i, j] = r["accuracy"].values
+        if n_held:
+            held[i, j] = r["heldout_loss"].values
         train_s[i, j] = r.attrs.get("train_seconds", np.nan)
         if "probe_loss" in r:
             probes = r["probe"].values
@@ -740,6 +784,9 @@ def _aggregate(
             if (hard & cor).any()
             else np.nan,
             "final_easy": float(np.nanmean(traj[~hard, -1])),
+            "hard_share_by_source": {
+                Path(str(name)).stem: float(hard[src == name].mean()) for name in sources
+            },
         }
     ds = xr.Dataset(
         {
@@ -758,6 +805,13 @@ def _aggregate(
             "description": "confirmation of the paper's upsampling claims (issue 14)",
         },
     )
+    if n_held:
+        ds["heldout_loss"] = (("variant", "seed", "heldout"), held)
+        ds["pt_heldout_loss"] = ("heldout", pt_held)
+        ds = ds.assign_coords(heldout_source=("heldout", np.asarray(held_src)))
+        ds["heldout_loss"].attrs["description"] = (
+            "mean solution-token cross-entropy (nats) of clean held-out problems after fine-tuning"
+        )
     return ds
 
 
@@ -774,8 +828,15 @@ _BNAME = {
 
 
 def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
-    """Mean ± std (over seeds) per benchmark and average, columns = variants."""
+    """Mean ± std (over seeds) per benchmark and average, columns = variants.
+
+    A table whose own variants (those other than PT, FT, FT+UP) were all left out of the run
+    is omitted rather than drawn with the baselines only.
+    """
     have = [c for c in cols if c == "pt" or c in ds["variant"].values]
+    own = [c for c in cols if c not in ("pt", "ft", "ft_up")]
+    if own and not any(c in have for c in own):
+        return []
     lines = [
         f"### {title}",
         "",
@@ -802,9 +863,45 @@ def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
     return lines + [""]
 
 
-def _diffs(ds, pairs: Sequence[tuple[str, str]]) -> list[str]:
+#: The paired comparisons of the report (claim tested: see the paper's table in VARIANTS).
+_PAIRS = [("ft_up", "ft"), ("random", "ft"), ("easy", "ft"), ("ft_up", "random"),
+          ("ft_up", "easy"), ("ft_up", "ft_up_last"), ("ft_up_k10", "ft_up"),
+          ("ft_up_k15", "ft_up"), ("ft_up_self", "ft_up"), ("ft_up_muon", "ft_muon"),
+          ("ft_fsam", "ft"), ("ft_up", "ft_fsam"), ("ft_up_clean", "ft_up")]  # fmt: skip
+
+
+def _avg_accuracy(ds, v: str) -> np.ndarray:
+    """Average accuracy over the benchmarks, in points, per seed."""
+    return 100 * ds["accuracy"].sel(variant=v).mean("benchmark").values
+
+
+def _source_losses(ds, v: str | None):
+    """Held-out loss per (seed, source) (``v=None``: the pretrained model, per source)."""
+    da = ds["pt_heldout_loss"] if v is None else ds["heldout_loss"].sel(variant=v)
+    return da.groupby("heldout_source").mean("heldout")
+
+
+def _mean_heldout_loss(ds, v: str) -> np.ndarray:
+    """Mean held-out solution loss over problems (nats/token), per seed."""
+    return ds["heldout_loss"].sel(variant=v).mean("heldout").values
+
+
+def _worst_source_loss(ds, v: str) -> np.ndarray:
+    """Held-out loss of the worst-learned source, per seed (uniformity of learning)."""
+    return _source_losses(ds, v).max("heldout_source").values
+
+
+def _diffs(
+    ds,
+    pairs: Sequence[tuple[str, str]],
+    metric=_avg_accuracy,
+    title: str = "average accuracy (points",
+    higher_is_better: bool = True,
+    digits: int = 2,
+) -> list[str]:
+    """Paired differences ``metric(a) - metric(b)`` over seeds, with a 95 % t-interval."""
     lines = [
-        "### Paired differences in average accuracy (points; 95 % t-interval over seeds)",
+        f"### Paired differences in {title}; 95 % t-interval over seeds)",
         "",
         "| comparison | mean | 95 % CI | per seed | verdict |",
         "|---|---:|---|---|---|",
@@ -812,26 +909,61 @@ def _diffs(ds, pairs: Sequence[tuple[str, str]]) -> list[str]:
     for a, b in pairs:
         if a not in ds["variant"].values or b not in ds["variant"].values:
             continue
-        d = (
-            100
-            * (
-                ds["accuracy"].sel(variant=a).mean("benchmark")
-                - ds["accuracy"].sel(variant=b).mean("benchmark")
-            ).values
-        )
+        d = np.asarray(metric(ds, a)) - np.asarray(metric(ds, b))
         m, lo, hi = paired_ci(d)
         if math.isnan(lo):
             verdict = "one seed: no interval"
-        elif lo > 0:
+        elif (lo > 0) == higher_is_better and (lo > 0 or hi < 0):
             verdict = f"{a} better"
-        elif hi < 0:
+        elif lo > 0 or hi < 0:
             verdict = f"{a} worse"
         else:
             verdict = "inside the seed noise"
+        f = f"{{:+.{digits}f}}"
         lines.append(
-            f"| {a} − {b} | {m:+.2f} | [{lo:+.2f}, {hi:+.2f}] | "
-            f"{', '.join(f'{x:+.1f}' for x in d)} | {verdict} |"
+            f"| {a} − {b} | {f.format(m)} | [{f.format(lo)}, {f.format(hi)}] | "
+            f"{', '.join(f.format(x) for x in d)} | {verdict} |"
         )
+    return lines + [""]
+
+
+def _heldout_table(ds, cols: Sequence[str]) -> list[str]:
+    """Held-out solution loss per source (rows) and variant (columns), mean ± sd over seeds."""
+    have = [c for c in cols if c == "pt" or c in ds["variant"].values]
+    per = {c: _source_losses(ds, None if c == "pt" else c) for c in have}
+    n_nan = int(np.isnan(ds["pt_heldout_loss"].values).sum())
+    lines = [
+        "### Held-out solution loss (nats/token, lower is better; clean problems from the "
+        "training distribution)",
+        "",
+        f"{ds.sizes['heldout']} problems, {n_nan} without a scored token (prompt cut at "
+        "`max_length`; left out of every mean).",
+        "",
+        "| source | " + " | ".join("PT" if c == "pt" else c for c in have) + " |",
+        "|---|" + "---:|" * len(have),
+    ]
+
+    def fmt(vals) -> str:
+        vals = np.atleast_1d(np.asarray(vals, dtype=float))
+        sd = np.std(vals, ddof=1) if vals.size > 1 else 0.0
+        return f"{vals.mean():.3f}" if vals.size == 1 else f"{vals.mean():.3f} ± {sd:.3f}"
+
+    for src in per[have[0]]["heldout_source"].values:
+        short = Path(str(src)).stem
+        lines.append(
+            f"| {short} | "
+            + " | ".join(fmt(per[c].sel(heldout_source=src).values) for c in have)
+            + " |"
+        )
+    for label, fn in (("**mean**", "mean"), ("**worst source**", "max")):
+        cells = []
+        for c in have:
+            if c == "pt":
+                v = ds["pt_heldout_loss"].mean().values if fn == "mean" else per[c].max().values
+            else:
+                v = _mean_heldout_loss(ds, c) if fn == "mean" else _worst_source_loss(ds, c)
+            cells.append(fmt(v))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines + [""]
 
 
@@ -887,24 +1019,13 @@ def report(ds) -> str:
         },
         "Optimizers",
     )
-    out += _diffs(
-        ds,
-        [
-            ("ft_up", "ft"),
-            ("random", "ft"),
-            ("easy", "ft"),
-            ("ft_up", "random"),
-            ("ft_up", "easy"),
-            ("ft_up", "ft_up_last"),
-            ("ft_up_k10", "ft_up"),
-            ("ft_up_k15", "ft_up"),
-            ("ft_up_self", "ft_up"),
-            ("ft_up_muon", "ft_muon"),
-            ("ft_fsam", "ft"),
-            ("ft_up", "ft_fsam"),
-            ("ft_up_clean", "ft_up"),
-        ],
-    )
+    out += _diffs(ds, _PAIRS)
+    if "heldout_loss" in ds:
+        out += _heldout_table(ds, ["pt", *ds["variant"].values.tolist()])
+        out += _diffs(ds, _PAIRS, _mean_heldout_loss, "mean held-out loss (nats/token",
+                      higher_is_better=False, digits=4)  # fmt: skip
+        out += _diffs(ds, _PAIRS, _worst_source_loss, "worst-source held-out loss (nats/token",
+                      higher_is_better=False, digits=4)  # fmt: skip
     if "train_seconds" in ds:
         ts = ds["train_seconds"].mean("seed")
         out += [
@@ -963,4 +1084,14 @@ def report(ds) -> str:
                 f"{c['final_hard_clean']:.3f} / {c['final_hard_corrupted']:.3f} | "
                 f"{c['final_easy']:.3f} |"
             )
+        shares = [c["hard_share_by_source"] for c in comp.values() if "hard_share_by_source" in c]
+        if shares:
+            mean = {k: np.mean([sh[k] for sh in shares]) for k in shares[0]}
+            out += [
+                "",
+                "Share of each source in the hard cluster (mean over seeds): "
+                + ", ".join(f"{k} {100 * v:.0f} %" for k, v in sorted(mean.items(),
+                                                                       key=lambda kv: -kv[1]))
+                + ".",
+            ]  # fmt: skip
     return "\n".join(out) + "\n"

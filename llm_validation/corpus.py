@@ -766,16 +766,23 @@ def write_corpus(
     n_train: int,
     n_test: int,
     n_pretrain: int = 0,
+    n_heldout: int = 0,
     seed: int = 0,
     noise_rate: float = 0.0,
 ) -> dict[str, Path]:
-    """Write ``MathInstruct.json``, optional ``pretrain.json`` and ``dataset/`` (MAmmoTH layout).
+    """Write ``MathInstruct.json``, optional ``pretrain.json``/``heldout.json`` and ``dataset/``.
 
-    The pre-training split, the training file and the benchmarks are disjoint by instruction.
+    The pre-training split, the training file, the held-out split and the benchmarks are
+    disjoint by instruction. The held-out split is drawn from the training distribution (same
+    sources and weights) but is always clean (``noise_rate`` 0): its solutions' loss under a
+    fine-tuned model is a low-variance, continuous measure of what was learned, per source.
 
     Returns:
-        ``{"train": path, "pretrain": path or None, "benchmarks": folder}``.
+        ``{"train": path, "pretrain": path or None, "heldout": path or None,
+        "benchmarks": folder}`` (``dataset/`` in the MAmmoTH layout).
     """
+    if isinstance(n_heldout, bool) or not isinstance(n_heldout, int) or n_heldout < 0:
+        raise ValueError(f"`n_heldout` must be an int >= 0; got {n_heldout!r}.")
     from llm_validation.data import BENCHMARK_FILES
     from sims.io import atomic_path
 
@@ -786,9 +793,12 @@ def write_corpus(
     )
     used = {r["instruction"] for r in pre} | {r["instruction"] for r in train}
     benches = generate_benchmarks(n_test, seed=seed + 20_000, exclude=used)
+    used |= {r["question"] for recs in benches.values() for r in recs if "question" in r}
+    held = generate_corpus(n_heldout, seed=seed + 30_000, exclude=used) if n_heldout else []
     paths: dict[str, Path | None] = {
         "train": folder / "MathInstruct.json",
         "pretrain": None,
+        "heldout": None,
         "benchmarks": folder / "dataset",
     }
 
@@ -803,6 +813,9 @@ def write_corpus(
     if pre:
         paths["pretrain"] = folder / "pretrain.json"
         dump(paths["pretrain"], pre)
+    if held:
+        paths["heldout"] = folder / "heldout.json"
+        dump(paths["heldout"], held)
     for name, recs in benches.items():
         dump(folder / "dataset" / BENCHMARK_FILES[name], recs, jsonl=name == "gsm8k")
     return paths  # type: ignore[return-value]

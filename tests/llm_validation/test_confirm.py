@@ -63,8 +63,33 @@ def test_micro_run_end_to_end(tmp_path):
     assert ds["accuracy"].dims == ("variant", "seed", "benchmark")
     assert ds["variant"].values.tolist() == ["ft", "ft_up", "easy"]
     assert np.isfinite(ds["accuracy"].values).all() and np.isfinite(ds["pt_accuracy"]).all()
+    # held-out solution loss of every (variant, seed, problem): fine-tuning on the template
+    # lowers it below the plain-text pretrained model's
+    assert ds["heldout_loss"].dims == ("variant", "seed", "heldout") and ds.sizes["heldout"] == 40
+    # NaN only where the prompt fills the window (tokenization, the same in every run)
+    nan = np.isnan(ds["heldout_loss"].values)
+    assert (nan == np.isnan(ds["pt_heldout_loss"].values)).all() and nan.mean() < 0.25
+    assert "without a scored token" in (tmp_path / "report.md").read_text()
+    assert float(ds["heldout_loss"].sel(variant="ft").mean()) < float(ds["pt_heldout_loss"].mean())
+    train = json.loads((tmp_path / "data" / "MathInstruct.json").read_text())
+    assert set(ds["heldout_source"].values.tolist()) <= {r["source"] for r in train}
     comp = json.loads(ds.attrs["hard_composition"])["0"]
     assert 0 < comp["hard_fraction"] < 1
+    # the per-source shares of the hard cluster average back to its overall fraction
+    split = [
+        json.loads(x)
+        for x in (tmp_path / "data" / "train_split.jsonl").read_text().split("\n")
+        if x
+    ]
+    n_src = {}
+    for r in split:
+        stem = r["source"].rsplit("/", 1)[-1].removesuffix(".json")
+        n_src[stem] = n_src.get(stem, 0) + 1
+    share = comp["hard_share_by_source"]
+    assert set(share) == set(n_src)
+    assert sum(share[k] * n_src[k] for k in n_src) / len(split) == pytest.approx(
+        comp["hard_fraction"]
+    )
     text = (tmp_path / "report.md").read_text()
     assert "### Table 2 layout" in text and "| GSM8K |" in text
     assert "ft_up − ft" in text and "one seed: no interval" in text
@@ -104,7 +129,14 @@ def _synthetic_results():
         coords={"variant": names, "seed": [0, 1, 2], "benchmark": list(BENCHMARKS)},
         attrs={"scale": "synthetic", "hard_composition": "{}"},
     )  # fmt: skip
-    return ds
+    # held-out losses: 2 sources x 2 problems; ft_up lowers the hard source "b" only
+    src = np.array(["data/CoT/a.json", "data/CoT/a.json", "data/CoT/b.json", "data/CoT/b.json"])
+    loss = np.array([[1.0, 1.2, 2.0, 2.2]]).repeat(3, 0) + np.array([0.0, 0.01, -0.01])[:, None]
+    delta = {"ft_up": [0, 0, -0.3, -0.3], "easy": [-0.1, -0.1, 0.2, 0.2]}
+    held = np.stack([loss + np.asarray(delta.get(v, np.zeros(4))) for v in names])
+    ds["heldout_loss"] = (("variant", "seed", "heldout"), held)
+    ds["pt_heldout_loss"] = ("heldout", np.array([3.0, 3.0, 4.0, 4.0]))
+    return ds.assign_coords(heldout_source=("heldout", src))
 
 
 def test_report_tables_and_verdicts():
@@ -116,6 +148,17 @@ def test_report_tables_and_verdicts():
     row = next(ln for ln in text.splitlines() if ln.startswith("| random − ft |"))
     assert "inside the seed noise" in row
     assert "| ft_up − ft_up_last | +1.00 |" in text
+    assert "Optimizers" not in text and "Beyond the paper" not in text  # none of their variants
+    assert "Fig. 4a/4c" not in text and "### Table 6 layout" in text
+    # held-out loss (lower is better): per-source rows, mean and worst source
+    assert "| a | 3.000 | 1.100 ± 0.010 | 1.100 ± 0.010 |" in text  # PT, ft, ft_up
+    assert "| b | 4.000 | 2.100 ± 0.010 | 1.800 ± 0.010 |" in text
+    loss_rows = text.split("Paired differences in mean held-out loss")[1]
+    assert "| ft_up − ft | -0.1500 | [-0.1500, -0.1500] |" in loss_rows
+    assert "ft_up better" in loss_rows.splitlines()[4]
+    worst = text.split("worst-source held-out loss")[1].splitlines()
+    assert "| ft_up − ft | -0.3000 |" in worst[4] and "ft_up better" in worst[4]
+    assert "| easy − ft | +0.2000 |" in worst[6] and "easy worse" in worst[6]
 
 
 def test_figure_renders_from_results(tmp_path):

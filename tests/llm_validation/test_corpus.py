@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 import re
 from collections import Counter
@@ -157,3 +158,29 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="`noise_rate`"):
         generate_corpus(5, noise_rate=1.0)
     assert len(generate_benchmarks(3, seed=0)["gsm8k"]) == 3
+
+
+def test_heldout_split_is_clean_disjoint_and_from_the_training_sources(tmp_path):
+    paths = write_corpus(tmp_path, n_train=300, n_test=20, n_heldout=200, seed=3, noise_rate=0.2)
+    train = json.loads(paths["train"].read_text())
+    held = json.loads(paths["heldout"].read_text())
+    assert len(held) == 200
+    assert not any(r["corrupted"] for r in held)  # the held-out loss has no irreducible part
+    assert any(r["corrupted"] for r in train)
+    assert not ({r["instruction"] for r in held} & {r["instruction"] for r in train})
+    bench_q = {
+        it.question
+        for name in BENCHMARKS
+        for it in load_benchmark(name, root=paths["benchmarks"]).items
+    }
+    assert not ({r["instruction"] for r in held} & bench_q)
+    # same source mix as training: every source with >= 5 % weight appears
+    big = {s.name for s in SOURCES if s.weight / sum(t.weight for t in SOURCES) >= 0.05}
+    assert big <= {r["source"] for r in held}
+    for r in held:  # clean: the solution's final answer is the exact answer
+        if r["style"] in ("boxed", "gsm"):
+            ds = "math" if r["style"] == "boxed" else "deepmind"
+            assert is_correct(ds, extract_answer(ds, r["output"]), r["answer"]), r
+    assert write_corpus(tmp_path / "none", n_train=50, n_test=5)["heldout"] is None
+    with pytest.raises(ValueError, match="n_heldout"):
+        write_corpus(tmp_path / "bad", n_train=50, n_test=5, n_heldout=-1)
