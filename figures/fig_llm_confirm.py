@@ -101,14 +101,15 @@ def plot(ds, out: Path, tag: str = "") -> list[Path]:
         if {"ft", "ft_up"} <= have:
             per = ds["heldout_loss"].groupby("heldout_source").mean("heldout")  # (v, seed, src)
             ft = per.sel(variant="ft").mean("seed").values
-            for i, (v, lab) in enumerate((("ft_up", "hard"), ("random", "rand."),
-                                          ("easy", "easy"))):  # fmt: skip
+            # colours as in panel (d): rand. C1, easy C2, hard C3
+            for v, lab, col in (("ft_up", "hard", "C3"), ("random", "rand.", "C1"),
+                                ("easy", "easy", "C2")):  # fmt: skip
                 if v in have:
                     d = per.sel(variant=v).mean("seed").values - ft
-                    ax.plot(ft, d, "o", color=f"C{i}", alpha=0.8, label=f"{lab} − FT")
+                    ax.plot(ft, d, "o", color=col, alpha=0.8, label=f"{lab} − FT")
             ax.axhline(0, color="k", lw=0.6)
             ax.legend(fontsize=7)
-        ax.set(title="(g) per source: help for the worst-learned?",
+        ax.set(title="(g) per source, vs FT",
                xlabel="FT held-out loss of the source (nats/token)",
                ylabel="Δ held-out loss vs FT")  # fmt: skip
     fig.suptitle(f"Upsampling ablations, generated corpus ({ds.attrs.get('scale')} scale, "
