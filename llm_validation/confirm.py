@@ -10,7 +10,7 @@ upsampling hurts (Fig. 4d, Table 4), trajectories beat the last checkpoint for c
 
 Two scales (:data:`SCALES`):
 
-* ``cpu``: from-scratch Llama decoders (target ~0.4M parameters, proxy ~0.1M) pre-trained on a
+* ``cpu``: from-scratch Llama decoders (target 0.46M parameters, proxy 0.13M) pre-trained on a
   disjoint split of the corpus (plain text, :mod:`llm_validation.scratch`) with a locally
   trained tokenizer, then fully fine-tuned with the same pipeline; the eight default variants
   take under 30 minutes on 2 cores (``--variants all``: about 45).
@@ -141,7 +141,7 @@ class ConfirmConfig:
     target: str = "scratch"
     proxy: str = "scratch"
     # Small batches (many steps) matter more than width here: at batch 8 for 3 epochs a
-    # 0.5M-parameter target learns to copy the question's numbers into its solution, which a
+    # 0.46M-parameter target learns to copy the question's numbers into its solution, which a
     # 0.9M one at batch 32 for 2 epochs (375 steps, same time) did not (session of 2026-11-23).
     target_pretrain: PretrainConfig = PretrainConfig(
         size=TinySize(hidden=96, layers=4, heads=4, kv_heads=2, intermediate=256),
