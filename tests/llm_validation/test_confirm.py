@@ -179,6 +179,12 @@ def test_confirm_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "seeds: 4, 5" in text and "6000 pre-training" in text and str(out) in text
     assert not out.exists()  # a dry run computes and writes nothing (it used to start the run)
+    assert "520 held-out" in text
+    default = next(ln for ln in text.splitlines() if "variants:" in ln)
+    assert "ft_fsam" not in default and "ft_up_last" in default  # the 30-minute default
+    assert main(argv + ["--variants", "all"]) == 0
+    listed = next(ln for ln in capsys.readouterr().out.splitlines() if "variants:" in ln)
+    assert listed.split(": ")[1].split(", ") == list(VARIANTS)
 
 
 def test_confirm_checks_out_before_any_work(tmp_path, capsys):

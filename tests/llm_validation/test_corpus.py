@@ -184,3 +184,19 @@ def test_heldout_split_is_clean_disjoint_and_from_the_training_sources(tmp_path)
     assert write_corpus(tmp_path / "none", n_train=50, n_test=5)["heldout"] is None
     with pytest.raises(ValueError, match="n_heldout"):
         write_corpus(tmp_path / "bad", n_train=50, n_test=5, n_heldout=-1)
+
+
+def test_corpus_cli_writes_every_split(tmp_path, capsys):
+    from llm_validation.__main__ import main
+
+    out = tmp_path / "c"
+    argv = ["corpus", "--out", str(out), "--n-train", "60", "--n-test", "5", "--n-pretrain", "40",
+            "--n-heldout", "30", "--seed", "2", "--noise-rate", "0.1"]  # fmt: skip
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    assert "30 held-out problems" in said and "40 pre-training" in said
+    assert len(json.loads((out / "heldout.json").read_text())) == 30
+    assert len(load_mathinstruct(out / "MathInstruct.json")) == 60
+    assert len(load_benchmark("gsm8k", root=out / "dataset")) == 5
+    assert main(["corpus", "--out", str(tmp_path / "d"), "--n-heldout", "-3"]) == 2
+    assert "n_heldout" in capsys.readouterr().err
