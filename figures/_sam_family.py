@@ -31,3 +31,23 @@ def suptitle(fig, what: str, attrs: Mapping, *, show_rho: bool = True) -> None:
     """``what`` on the first line, the study below (without the study's ρ where ρ is swept)."""
     line = study_line(attrs, show_rho=show_rho)
     fig.suptitle(what + (f"\n{line}" if line else ""), fontsize=10)
+
+
+#: The three shares of ‖H ε*‖² and their colours in every τ figure.
+TAU_SHARES = (("tau_logit", "C0"), ("tau_func", "C3"), ("tau_cross", "C2"))
+
+
+def tau_panel(ax, steps, curves: Mapping, *, bands: Mapping | None = None, marker: str = "-",
+              xlabel: str, ylabel: str, title: str) -> None:  # fmt: skip
+    """τ_logit, τ_func, τ_cross vs step on one axis (optional ± bands), with 0 and 1 guides.
+
+    ``curves[k]`` (and ``bands[k]``) are indexed by the keys of :data:`TAU_SHARES`.
+    """
+    for k, c in TAU_SHARES:
+        ax.plot(steps, curves[k], marker, color=c, label=k.replace("tau_", "τ_"))
+        if bands is not None:
+            ax.fill_between(steps, curves[k] - bands[k], curves[k] + bands[k], color=c, alpha=0.2)
+    ax.axhline(0, color="k", lw=0.6)
+    ax.axhline(1, color="gray", lw=0.6, ls=":")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend(fontsize=8)

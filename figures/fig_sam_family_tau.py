@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from figures import FigureSpec, figure_main, save_figure  # noqa: E402
-from figures._sam_family import suptitle  # noqa: E402
+from figures._sam_family import TAU_SHARES, suptitle, tau_panel  # noqa: E402
 
 FIGURE = FigureSpec(
     name="sam_family_tau",
@@ -78,21 +78,26 @@ def plot(ds, out: Path, *, quick: bool = False) -> list[Path]:
     methods = list(ds.optimizer.values)
     fig, axes = plt.subplots(1, len(methods) + 1, figsize=(5 * (len(methods) + 1), 4.5),
                              constrained_layout=True)  # fmt: skip
-    suptitle(fig, "Seed 003 Fig. 2 analog: logit vs functional share of the SAM sharpness "
-             "gradient ‖H ε*‖² along training (τ_logit + τ_func + τ_cross = 1)", ds.attrs)
+    suptitle(
+        fig,
+        "Seed 003 Fig. 2 analog: logit vs functional share of the SAM sharpness "
+        "gradient ‖H ε*‖² along training (τ_logit + τ_func + τ_cross = 1)",
+        ds.attrs,
+    )
     steps = ds.callback_step.values
     for ax, m in zip(axes, methods, strict=False):
-        for k, c in (("tau_logit", "C0"), ("tau_func", "C3"), ("tau_cross", "C2")):
-            v = ds[k].sel(optimizer=m)
-            mu, sd = v.mean("seed"), v.std("seed")
-            ax.plot(steps, mu, "-", color=c, label=k.replace("tau_", "τ_"))
-            ax.fill_between(steps, mu - sd, mu + sd, color=c, alpha=0.2)
-        ax.axhline(0, color="k", lw=0.6)
-        ax.axhline(1, color="gray", lw=0.6, ls=":")
+        v = {k: ds[k].sel(optimizer=m) for k, _ in TAU_SHARES}
         n = int(ds.tau_logit.sel(optimizer=m).notnull().any("callback_step").sum())
-        ax.set(xlabel="step", ylabel="share of ‖H ε*‖²",
-               title=f"along {str(m).upper()} ({n} seed{'s' if n != 1 else ''}, mean ± std)")
-        ax.legend(fontsize=8)
+        seeds = f"{n} seed{'s' if n != 1 else ''}"
+        tau_panel(
+            ax,
+            steps,
+            {k: x.mean("seed") for k, x in v.items()},
+            bands={k: x.std("seed") for k, x in v.items()},
+            xlabel="step",
+            ylabel="share of ‖H ε*‖²",
+            title=f"along {str(m).upper()} ({seeds}, mean ± std)",
+        )
     ax = axes[-1]
     for i, m in enumerate(methods):
         ax.plot(steps, ds.logit_one_minus_p_sq.sel(optimizer=m).mean("seed"), "-", color=f"C{i}",

@@ -27,6 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from figures import FigureSpec, figure_main, save_figure  # noqa: E402
+from figures._sam_family import TAU_SHARES, tau_panel  # noqa: E402
 
 FIGURE = FigureSpec(
     name="sam_family_tau_smollm2",
@@ -126,13 +127,9 @@ def plot(ds, out: Path, *, quick: bool = False) -> list[Path]:
                              constrained_layout=True)  # fmt: skip
     steps = ds.step.values
     for ax, p in zip(axes, sets, strict=False):
-        for k, c in (("tau_logit", "C0"), ("tau_func", "C3"), ("tau_cross", "C2")):
-            ax.plot(steps, ds[k].sel(param_set=p), "o-", color=c, label=k.replace("tau_", "τ_"))
-        ax.axhline(0, color="k", lw=0.6)
-        ax.axhline(1, color="gray", lw=0.6, ls=":")
-        ax.set(xlabel="optimizer step", ylabel="share of ‖H_L ε*‖²",
-               title=f"w.r.t. {LABELS.get(str(p), str(p))}")  # fmt: skip
-        ax.legend(fontsize=8)
+        tau_panel(ax, steps, {k: ds[k].sel(param_set=p) for k, _ in TAU_SHARES}, marker="o-",
+                  xlabel="optimizer step", ylabel="share of ‖H_L ε*‖²",
+                  title=f"w.r.t. {LABELS.get(str(p), str(p))}")  # fmt: skip
     ax = axes[-1]
     for i, p in enumerate(sets):
         ax.plot(steps, ds.lambda_max.sel(param_set=p), "o-", color=f"C{i}",
