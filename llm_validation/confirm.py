@@ -895,13 +895,14 @@ def _diffs(
     ds,
     pairs: Sequence[tuple[str, str]],
     metric=_avg_accuracy,
-    title: str = "average accuracy (points",
+    what: str = "average accuracy",
+    unit: str = "points",
     higher_is_better: bool = True,
     digits: int = 2,
 ) -> list[str]:
     """Paired differences ``metric(a) - metric(b)`` over seeds, with a 95 % t-interval."""
     lines = [
-        f"### Paired differences in {title}; 95 % t-interval over seeds)",
+        f"### Paired differences in {what} ({unit}; 95 % t-interval over seeds)",
         "",
         "| comparison | mean | 95 % CI | per seed | verdict |",
         "|---|---:|---|---|---|",
@@ -911,12 +912,11 @@ def _diffs(
             continue
         d = np.asarray(metric(ds, a)) - np.asarray(metric(ds, b))
         m, lo, hi = paired_ci(d)
+        above, below = lo > 0, hi < 0  # the interval excludes 0
         if math.isnan(lo):
             verdict = "one seed: no interval"
-        elif (lo > 0) == higher_is_better and (lo > 0 or hi < 0):
-            verdict = f"{a} better"
-        elif lo > 0 or hi < 0:
-            verdict = f"{a} worse"
+        elif above or below:
+            verdict = f"{a} better" if above == higher_is_better else f"{a} worse"
         else:
             verdict = "inside the seed noise"
         f = f"{{:+.{digits}f}}"
@@ -1022,9 +1022,9 @@ def report(ds) -> str:
     out += _diffs(ds, _PAIRS)
     if "heldout_loss" in ds:
         out += _heldout_table(ds, ["pt", *ds["variant"].values.tolist()])
-        out += _diffs(ds, _PAIRS, _mean_heldout_loss, "mean held-out loss (nats/token",
+        out += _diffs(ds, _PAIRS, _mean_heldout_loss, "mean held-out loss", "nats/token",
                       higher_is_better=False, digits=4)  # fmt: skip
-        out += _diffs(ds, _PAIRS, _worst_source_loss, "worst-source held-out loss (nats/token",
+        out += _diffs(ds, _PAIRS, _worst_source_loss, "worst-source held-out loss", "nats/token",
                       higher_is_better=False, digits=4)  # fmt: skip
     if "train_seconds" in ds:
         ts = ds["train_seconds"].mean("seed")
