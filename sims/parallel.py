@@ -1,33 +1,61 @@
-"""Run independent jobs (seeds, sizes, configs) on all CPU cores, results in input order.
+"""Run independent jobs (seeds, sizes, configs) in parallel, results in input order.
 
-One place for process-level parallelism: the seed-004 sweeps train many small independent
-models, each single-threaded (``TrainConfig.threads = 1``), so running ``os.cpu_count()`` of them
-at once is close to a linear speed-up, where a single run cannot use two cores well.
+One place for sweep parallelism: the seed-004 sweeps train many small independent models, each
+single-threaded (``TrainConfig.threads = 1``), so running one per core is close to a linear
+speed-up, where a single run cannot use two cores well.
 
-Processes are started with ``spawn`` (never ``fork``: forking a process that has already started
-torch or OpenMP threads can deadlock), so ``fn`` must be importable: a module-level function, or
-a :func:`functools.partial` of one.
+**Where the jobs run** (:mod:`sims.executors`): a ``spawn`` process pool on this machine by
+default; ``SBT_EXECUTOR`` (or a CLI's ``--executor``, or ``pmap(executor=...)``) picks Dask
+(``dask-local[:N]``, ``dask://HOST:PORT``), SLURM (``slurm``) or any
+:class:`concurrent.futures.Executor`. Processes are started with ``spawn`` (never ``fork``:
+forking a process that has already started torch or OpenMP threads can deadlock), and other
+machines import the job by name, so ``fn`` must be importable: a module-level function, or a
+:func:`functools.partial` of one. A :func:`pmap` inside a job runs in that job's process.
 
 With a :class:`JobStore`, each finished job's ``xarray.Dataset`` is written (atomically, in the
-parent process) as soon as it arrives, and a rerun loads the finished ones instead of computing
-them again: a crashed or interrupted sweep loses only the jobs that were running. A part file
-that cannot be read back (a disk filled up, a file truncated by hand) is reported, deleted and
-its job computed again. Ctrl-C stops the workers at once and raises :class:`SweepInterrupted`,
-a ``KeyboardInterrupt`` whose message says how many jobs were saved and how to resume.
+parent process, whatever the executor) as soon as it arrives, and a rerun loads the finished
+ones instead of computing them again: a crashed or interrupted sweep, a killed worker or a lost
+node loses only the jobs that were running. A part file that cannot be read back (a disk filled
+up, a file truncated by hand) is reported, deleted and its job computed again. Ctrl-C stops the
+running jobs (the local pool's or ``dask-local``'s workers are terminated, SLURM jobs cancelled;
+on a shared Dask cluster the running tasks finish and are dropped) and raises
+:class:`SweepInterrupted`, a ``KeyboardInterrupt`` whose message says how many jobs were saved
+and how to resume.
 """
 
 from __future__ import annotations
 
+import argparse
+import concurrent.futures as cf
+import contextvars
+import functools
 import hashlib
-import multiprocessing as mp
 import os
 import shutil
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["JobStore", "SweepInterrupted", "check_workers_env", "default_workers", "pmap"]
+from .executors import (
+    ENV,
+    ExecutorSpec,
+    check_executor,
+    chosen_executor,
+    lease,
+    parse_executor,
+    use_executor,
+)
+
+__all__ = [
+    "JobStore",
+    "SweepInterrupted",
+    "add_executor_argument",
+    "check_executor_env",
+    "check_workers_env",
+    "default_workers",
+    "pmap",
+    "use_executor",
+]
 
 T = TypeVar("T")
 
@@ -63,12 +91,6 @@ def default_workers(n_jobs: int) -> int:
     """``min(n_jobs, $SBT_WORKERS or os.cpu_count())``, at least 1."""
     cap = check_workers_env() or os.cpu_count() or 1
     return max(1, min(n_jobs, cap))
-
-
-def _ignore_sigint() -> None:  # pool initializer: Ctrl-C is the parent's to handle
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class JobStore:
@@ -121,6 +143,72 @@ class JobStore:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def check_executor_env() -> ExecutorSpec:
+    """Validate ``$SBT_EXECUTOR`` (and ``$SBT_SLURM_*`` for ``slurm``): the parsed spec.
+
+    CLIs call this before any work, beside :func:`check_workers_env`; unset means
+    ``processes``.
+
+    Raises:
+        sims.cli.UsageError: (a ``ValueError``) a value that is not an executor spec, or a bad
+            SLURM setting.
+        sims.extras.MissingExtraError: the ``cluster`` extra that the executor needs is missing.
+    """
+    return chosen_executor()
+
+
+_FROM_ENV = "$SBT_EXECUTOR, else processes"  # the flag's default: checked when the flag is absent
+
+
+def _executor_arg(value: str) -> ExecutorSpec | None:
+    import argparse
+
+    from sims.extras import MissingExtraError
+
+    try:
+        if value == _FROM_ENV:  # no flag: this parse decides, from the environment
+            use_executor(None)
+            return check_executor_env() if os.environ.get(ENV) else None
+        return check_executor(parse_executor(value))
+    except (ValueError, MissingExtraError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class _UseExecutor(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        use_executor(values)  # for every pmap of this process (the CLI's run)
+        setattr(namespace, self.dest, values)
+
+
+def add_executor_argument(parser) -> None:
+    """Add ``--executor SPEC`` to a CLI's ``parser`` (or argument group).
+
+    The flag makes every :func:`pmap` of the process use that executor; without it,
+    ``$SBT_EXECUTOR`` is checked at parse time. A bad value (or a missing ``cluster`` extra) is
+    a usage error: one line, exit status 2, before any work. ``args.executor`` holds the parsed
+    :class:`~sims.executors.ExecutorSpec` (``None``: the default, ``processes``).
+    """
+    parser.add_argument(
+        "--executor", metavar="SPEC", type=_executor_arg, action=_UseExecutor, default=_FROM_ENV,
+        help="where the sweep's jobs run: processes (a local pool), dask-local[:N] (a local Dask "
+        "cluster of N processes), dask://HOST:PORT (a running Dask scheduler) or slurm (jobs "
+        "via submitit, resources from $SBT_SLURM_*); default: %(default)s. Finished jobs are "
+        "saved, so a rerun resumes on any executor",
+    )  # fmt: skip
+
+
+def _run_job(fn: Callable[[Any], T], item: Any) -> T:
+    """One job on a worker: a :func:`pmap` inside it runs in this process, not on the engine."""
+    token = _IN_JOB.set(True)
+    try:
+        return fn(item)
+    finally:
+        _IN_JOB.reset(token)
+
+
+_IN_JOB: contextvars.ContextVar[bool] = contextvars.ContextVar("sbt_in_job", default=False)
+
+
 def pmap(
     fn: Callable[[Any], T],
     items: Iterable[Any],
@@ -128,26 +216,35 @@ def pmap(
     workers: int | None = None,
     desc: str | None = None,
     store: JobStore | None = None,
+    executor: str | cf.Executor | None = None,
 ) -> list[T]:
-    """``[fn(x) for x in items]``, computed in ``workers`` processes.
+    """``[fn(x) for x in items]``, computed in parallel by ``executor``.
 
     Args:
         fn: an importable callable of one argument (see the module docstring).
         items: the arguments; each must be picklable.
-        workers: process count; ``None`` uses :func:`default_workers`; ``1`` (or a single item)
-            runs in this process, with no pickling, which is what tests and debuggers want.
+        workers: size of the ``processes`` pool; ``None`` uses :func:`default_workers`; ``1``
+            (or a single job) runs in this process, with no pickling, which is what tests and
+            debuggers want. Other executors have their own size (``dask-local:N``, the Dask
+            cluster's workers, the SLURM queue) and get every job.
         desc: a tqdm progress-bar label; ``None`` shows no bar.
         store: where finished jobs are saved and, on a rerun, loaded from (module docstring).
+        executor: a spec (``"processes"``, ``"dask-local:2"``, ``"dask://HOST:PORT"``,
+            ``"slurm"``), a :class:`concurrent.futures.Executor` or a ``distributed.Client``
+            (not shut down here); ``None``: a CLI's ``--executor``, else ``$SBT_EXECUTOR``,
+            else ``"processes"`` (:mod:`sims.executors`).
 
     Returns:
         The results, in the order of ``items``. The first job to raise cancels the jobs not yet
         started and the exception is re-raised here, naming the item.
 
     Raises:
-        SweepInterrupted: on Ctrl-C (workers are stopped; saved jobs are kept).
-        RuntimeError: a job failed (in the process pool), naming the item.
+        SweepInterrupted: on Ctrl-C (running jobs are stopped; saved jobs are kept).
+        RuntimeError: a job failed on the executor, naming the item.
+        ValueError, TypeError: a bad ``workers`` or ``executor`` (before any job runs).
     """
     items = list(items)
+    engine = chosen_executor(executor)
     if workers is None:
         workers = default_workers(len(items))
     if not (isinstance(workers, int) and workers >= 1):
@@ -164,61 +261,61 @@ def pmap(
             results[i] = done
     bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=desc,
                disable=desc is None, leave=False)  # fmt: skip
+    n_done = [len(items) - len(todo)]
 
     def finish(i: int, r: Any) -> None:
         if store is not None:
             store.save(items[i], r)
         results[i] = r
+        n_done[0] += 1
         bar.update()
-
-    n_done = [len(items) - len(todo)]
 
     def interrupted() -> SweepInterrupted:
         saved = (f" and saved in {store.directory}; rerun the same command to resume"
                  if store is not None else " (nothing is saved without a JobStore)")  # fmt: skip
         return SweepInterrupted(f"interrupted: {n_done[0]} of {len(items)} jobs finished{saved}")
 
-    if workers == 1 or len(todo) <= 1:
+    local = isinstance(engine, ExecutorSpec) and engine.kind == "processes"
+    if not todo or _IN_JOB.get() or (local and (workers == 1 or len(todo) <= 1)):
         try:
             for i in todo:
                 finish(i, fn(items[i]))
-                n_done[0] += 1
         except KeyboardInterrupt:
             raise interrupted() from None
         finally:
             bar.close()
         return results
-    ex = ProcessPoolExecutor(
-        max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_ignore_sigint
-    )
-    futures = {ex.submit(fn, items[i]): i for i in todo}
+    ls = lease(engine, workers=workers)
     try:
-        for fut in as_completed(futures):
-            i = futures[fut]
+        futures = ls.submit_all(functools.partial(_run_job, fn), [items[i] for i in todo])
+        index = dict(zip(futures, todo, strict=True))
+        for fut in cf.as_completed(index):
+            i = index[fut]
             try:
                 r = fut.result()
             except Exception as e:
-                raise RuntimeError(f"job {i} ({items[i]!r}) failed: {e!r}") from e
+                raise RuntimeError(f"job {i} ({items[i]!r}) failed: {e!r}{_hint(e)}") from e
             finish(i, r)
-            n_done[0] += 1
     except KeyboardInterrupt:
-        _stop(ex)
+        ls.abort()
         raise interrupted() from None
     except BaseException:
-        _stop(ex)
+        ls.abort()
         raise
     finally:
         bar.close()
-    ex.shutdown()
+    ls.close()
     return results
 
 
-def _stop(ex: ProcessPoolExecutor) -> None:
-    """Cancel pending jobs and terminate the running workers (they would finish their job)."""
-    procs = list(getattr(ex, "_processes", {}).values())  # no public API to terminate workers
-    ex.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    for p in procs:
-        p.join(timeout=5)
+def _hint(exc: Exception) -> str:
+    """What to do about an error that comes from the engine rather than the job."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    if isinstance(exc, BrokenProcessPool):
+        return ("; a worker process died (killed, or out of memory): finished jobs are kept with "
+                "a JobStore, rerun to resume; dask-local restarts dead workers")  # fmt: skip
+    if isinstance(exc, ModuleNotFoundError):
+        return ("; every worker must import this project and its extras (README: 'Run the "
+                "sweeps on a cluster')")  # fmt: skip
+    return ""
