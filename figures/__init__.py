@@ -135,6 +135,9 @@ def figure_main(
     parser.add_argument(
         "--recompute", action="store_true", help="recompute the result file even if it exists"
     )
+    from sims.parallel import add_executor_argument
+
+    add_executor_argument(parser)
     args = parser.parse_args(argv)
     from sims.cli import run_cli
     from sims.extras import MissingExtraError

@@ -10,7 +10,7 @@ from pathlib import Path
 from sims.cli import ArgumentParser, run_cli
 from sims.extras import EXTRAS
 from sims.io import ensure_writable
-from sims.parallel import check_workers_env
+from sims.parallel import add_executor_argument, check_workers_env
 
 from . import DEFAULT_OUT, DEFAULT_RESULTS, discover, figure_map
 
@@ -35,6 +35,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder")
     parser.add_argument("--quick", action="store_true", help="small configurations")
     parser.add_argument("--recompute", action="store_true", help="recompute saved results")
+    add_executor_argument(parser)
     args = parser.parse_args(argv)
 
     figures = discover()

@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--variants", default=None,
                    help="confirm: comma-separated variants, or 'all' (default: the scale's; "
                         "see llm_validation.confirm.VARIANTS)")  # fmt: skip
+    from sims.parallel import add_executor_argument
+
+    add_executor_argument(g)  # confirm's runs; the other steps do not sweep
     return p
 
 
