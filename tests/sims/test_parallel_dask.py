@@ -1,0 +1,158 @@
+"""pmap on a real Dask LocalCluster (2 worker processes): equal results, a killed worker, Ctrl-C.
+
+One cluster serves the module (its start-up costs seconds): it is the one ``dask-local:2``
+starts, and ``dask://HOST:PORT`` reaches the same scheduler through a second client.
+"""
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+pytest.importorskip("distributed", reason="needs the `cluster` extra")
+
+from sims import executors  # noqa: E402
+from sims.executors import ExecutorSpec, parse_executor  # noqa: E402
+from sims.parallel import JobStore, pmap  # noqa: E402
+from tests.sims.parallel_jobs import counted_square, markers  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+LOCAL2 = ExecutorSpec("dask-local", n_workers=2)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """The ``dask-local:2`` cluster's client; closed after the module."""
+    c = executors._dask_client(LOCAL2)
+    yield c
+    for spec in list(executors._DASK):
+        executors._close_dask(spec)
+
+
+@pytest.fixture
+def two_workers(client):
+    """The worker pids, once both workers are up (a killed one is restarted by its nanny)."""
+    client.wait_for_workers(2, timeout=60)
+    return set(client.run(os.getpid).values())
+
+
+def _address(client) -> str:
+    return client.scheduler.address.removeprefix("tcp://")
+
+
+def test_dask_sweep_equals_the_in_process_sweep_bit_for_bit(two_workers):
+    from sims.markov.tensor_dynamics import FlowConfig, discrete_flow
+
+    # whole SAM trajectories of the tensor loss (floats at every recorded step), 4 seeds
+    fn = functools.partial(discrete_flow, method="sam", lr=0.1, rho=0.05, steps=3000,
+                           record_every=25)  # fmt: skip
+    cfgs = [FlowConfig(T=20, init_std=1e-6, seed=s) for s in range(4)]
+    here = pmap(fn, cfgs, workers=1)
+    there = pmap(fn, cfgs, executor="dask-local:2")
+    for a, b in zip(here, there, strict=True):
+        xr.testing.assert_identical(a, b)
+        assert a["loss"].size > 100 and np.ptp(a["loss"].values) > 0  # not a constant
+
+
+def test_jobs_run_in_the_worker_processes(two_workers, client, tmp_path, monkeypatch):
+    # $SBT_EXECUTOR = dask://HOST:PORT: the module's scheduler, reached as a running cluster
+    monkeypatch.setenv("SBT_EXECUTOR", f"dask://{_address(client)}")
+    out = pmap(counted_square, [(str(tmp_path), x, 0.0) for x in range(6)])
+    assert [float(d.v) for d in out] == [x**2 for x in range(6)]
+    pids = {d.attrs["pid"] for d in out}
+    assert pids <= two_workers and os.getpid() not in pids
+    assert ExecutorSpec("dask", address=_address(client)) in executors._DASK
+
+
+def test_a_failing_job_is_named_and_the_cluster_stays_up(client):
+    import math
+
+    with pytest.raises(RuntimeError, match=r"job 1 \(-1\) failed.*ValueError"):
+        pmap(math.sqrt, [4.0, -1, 9.0], executor=client)  # a Client passed in code
+    assert pmap(math.sqrt, [4.0, 9.0], executor=client) == [2.0, 3.0]
+
+
+def test_a_killed_worker_loses_only_its_running_job(two_workers, tmp_path):
+    marks, store = tmp_path / "m", JobStore(tmp_path / "parts")
+    marks.mkdir()
+    jobs = [(str(marks), 0, 2.0)] + [(str(marks), x, 0.3) for x in range(1, 7)]
+    killed = []
+
+    def kill_the_worker_of_job_0():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and 0.0 not in markers(marks):
+            time.sleep(0.02)
+        time.sleep(0.5)  # job 0 is running now
+        pid = markers(marks)[0.0][0]
+        assert pid in two_workers and pid != os.getpid()  # a worker, never the client
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    killer = threading.Thread(target=kill_the_worker_of_job_0)
+    killer.start()
+    out = pmap(counted_square, jobs, executor="dask-local:2", store=store)
+    killer.join()
+    assert [float(d.v) for d in out] == [x**2 for x in range(7)]
+    ran = markers(marks)
+    assert len(ran[0.0]) == 2 and killed[0] in ran[0.0]  # computed again, elsewhere:
+    assert out[0].attrs["pid"] in ran[0.0] and out[0].attrs["pid"] != killed[0]
+    assert all(len(ran[float(x)]) == 1 for x in range(1, 7))  # nothing else ran twice
+    assert all(store.load(j) is not None for j in jobs)
+
+
+def test_ctrl_c_then_rerun_recomputes_nothing_finished(two_workers, tmp_path):
+    marks, parts = tmp_path / "m", tmp_path / "parts"
+    marks.mkdir()
+    script = f"""
+import sys
+from sims.cli import run_cli
+from sims.parallel import JobStore, pmap
+from tests.sims.parallel_jobs import counted_square
+def main(argv):
+    jobs = [({str(marks)!r}, x, 0.0 if x < 2 else 600.0) for x in range(4)]
+    pmap(counted_square, jobs, store=JobStore({str(parts)!r}))
+    return 0
+if __name__ == "__main__":
+    sys.exit(run_cli(main, prog="sweep"))
+"""
+    (tmp_path / "sweep.py").write_text(script)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SBT_EXECUTOR": "dask-local:2"}
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "sweep.py")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+                            start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (
+        len(list(parts.glob("job-*.nc"))) < 2 or len(markers(marks)) < 4
+    ):
+        time.sleep(0.1)
+    time.sleep(0.3)  # jobs 2 and 3 run on the two workers
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 30  # the 600 s jobs were stopped, not awaited
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().count("\n") == 0, err
+    assert "interrupted: 2 of 4 jobs finished and saved in" in err and "rerun" in err
+    assert len(list(parts.glob("job-*.nc"))) == 2
+    # the rerun (on the module's cluster) computes jobs 2 and 3 only
+    (marks / "release").touch()
+    jobs = [(str(marks), x, 0.0 if x < 2 else 600.0) for x in range(4)]
+    out = pmap(counted_square, jobs, executor="dask-local:2", store=JobStore(parts))
+    assert [float(d.v) for d in out] == [0.0, 1.0, 4.0, 9.0]
+    ran = markers(marks)
+    assert [len(ran[float(x)]) for x in range(4)] == [1, 1, 2, 2]
+
+
+def test_dask_specs_parse():
+    assert parse_executor("dask-local") == ExecutorSpec("dask-local")
+    assert parse_executor(" dask-local:3 ") == ExecutorSpec("dask-local", n_workers=3)
+    assert parse_executor("dask://10.0.0.5:8786").address == "10.0.0.5:8786"
+    assert str(parse_executor("dask://[::1]:8786")) == "dask://[::1]:8786"
