@@ -530,11 +530,11 @@ def _dask_client(spec: ExecutorSpec):
         cluster = LocalCluster(n_workers=n,
                                threads_per_worker=1, processes=True, dashboard_address=":0",
                                silence_logs=logging.ERROR)  # fmt: skip
-        client = Client(cluster)
+        client = Client(cluster, set_as_default=False)  # dask's own default stays as it was
     else:
         cluster = None
         try:
-            client = Client(f"tcp://{spec.address}", timeout=10)
+            client = Client(f"tcp://{spec.address}", timeout=10, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise UsageError(
                 f"cannot reach the Dask scheduler at {spec.address} ({exc}); start one with "

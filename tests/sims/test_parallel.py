@@ -118,7 +118,8 @@ def test_ctrl_c_in_a_process_pool_stops_workers_and_keeps_finished_jobs(tmp_path
     import time
 
     script = f"""
-import sys
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, however pytest runs
 from sims.cli import run_cli
 from sims.parallel import JobStore, pmap
 from tests.sims.parallel_jobs import sleepy_square

@@ -70,6 +70,10 @@ def test_jobs_run_in_the_worker_processes(two_workers, client, tmp_path, monkeyp
     pids = {d.attrs["pid"] for d in out}
     assert pids <= two_workers and os.getpid() not in pids
     assert ExecutorSpec("dask", address=_address(client)) in executors._DASK
+    import dask
+
+    # our clients leave dask's default scheduler alone (xarray/dask code of the caller)
+    assert dask.config.get("scheduler", None) is None
 
 
 def test_a_failing_job_is_named_and_the_cluster_stays_up(client):
@@ -112,7 +116,8 @@ def test_ctrl_c_then_rerun_recomputes_nothing_finished(two_workers, tmp_path):
     marks, parts = tmp_path / "m", tmp_path / "parts"
     marks.mkdir()
     script = f"""
-import sys
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, however pytest runs
 from sims.cli import run_cli
 from sims.parallel import JobStore, pmap
 from tests.sims.parallel_jobs import counted_square
