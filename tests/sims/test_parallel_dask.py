@@ -87,14 +87,14 @@ def test_a_failing_job_is_named_and_the_cluster_stays_up(client):
 def test_a_killed_worker_loses_only_its_running_job(two_workers, tmp_path):
     marks, store = tmp_path / "m", JobStore(tmp_path / "parts")
     marks.mkdir()
-    jobs = [(str(marks), 0, 2.0)] + [(str(marks), x, 0.3) for x in range(1, 7)]
+    jobs = [(str(marks), 0, 2.5)] + [(str(marks), x, 0.3) for x in range(1, 7)]
     killed = []
 
     def kill_the_worker_of_job_0():
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and 0.0 not in markers(marks):
             time.sleep(0.02)
-        time.sleep(0.5)  # job 0 is running now
+        time.sleep(1.0)  # job 0 is running, and results finished before it were fetched
         pid = markers(marks)[0.0][0]
         assert pid in two_workers and pid != os.getpid()  # a worker, never the client
         os.kill(pid, signal.SIGKILL)

@@ -57,7 +57,7 @@ def test_a_killed_slurm_job_is_submitted_again(slurm_local, tmp_path):
 
     killer = threading.Thread(target=kill_job_10)
     killer.start()
-    out = pmap(counted_square, [(str(marks), 10, 1.0), (str(marks), 11, 0.0)])
+    out = pmap(counted_square, [(str(marks), 10, 2.0), (str(marks), 11, 0.0)])
     killer.join()
     assert [float(d.v) for d in out] == [100.0, 121.0]
     ran = markers(marks)
