@@ -67,6 +67,17 @@ def stage(summary: dict | None, name: str) -> dict | None:
     return next((e for e in summary["stages"] if e["name"] == name), None)
 
 
+def usable(summary: dict, name: str, axes, ok: Sequence[str] = ("ok",)) -> dict | None:
+    """Stage ``name``'s entry when its status is in ``ok``; else say why in each of ``axes``."""
+    ent = stage(summary, name)
+    if ent is not None and ent["status"] in ok:
+        return ent
+    why = "not run" if ent is None else f"{ent['status']}: {ent.get('message', '')}"
+    for ax in axes:
+        message_panel(ax, f"{name}: {why}")
+    return None
+
+
 def headline(summary: dict) -> str:
     """Where and when the numbers were measured (the rehearsal banner first when it is one)."""
     meta = summary.get("meta", {})

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main  # noqa: E402
-from figures._gpu import gpu_make, headline, message_panel, stage  # noqa: E402
+from figures._gpu import gpu_make, headline, message_panel, usable  # noqa: E402
 
 FIGURE = FigureSpec(
     name="gpu_confirm",
@@ -45,14 +45,8 @@ def draw(summary: dict, folder):
     """Three panels from the confirm entry."""
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(17, 5.2), constrained_layout=True)
     fig.suptitle(f"Upsampling confirmation ({headline(summary)})", fontsize=11)
-    ent = stage(summary, "confirm")
-    if ent is None or ent["status"] != "ok":
-        for ax in (a, b, c):
-            message_panel(
-                ax,
-                "confirm: "
-                + ("not run" if ent is None else f"{ent['status']}: {ent.get('message', '')}"),
-            )
+    ent = usable(summary, "confirm", (a, b, c))
+    if ent is None:
         return fig
     g = ent["figures"]
     who = f"{g['model']} models, {g['n_train']} problems, {len(g['seeds'])} seeds" + (

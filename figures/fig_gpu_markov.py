@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main  # noqa: E402
-from figures._gpu import gpu_make, headline, message_panel, stage  # noqa: E402
+from figures._gpu import gpu_make, headline, usable  # noqa: E402
 
 FIGURE = FigureSpec(
     name="gpu_markov",
@@ -84,14 +84,7 @@ def draw(summary: dict, folder):
     (a, b, c), (d, e, f) = axes
     fig.suptitle(f"Seed 004, full model ({headline(summary)})", fontsize=11)
     for name, panels in (("markov_fig2_3", (a, b, c)), ("markov_fig8_9", (d, e))):
-        ent = stage(summary, name)
-        if ent is None or ent["status"] != "ok":
-            for ax in panels:
-                message_panel(
-                    ax,
-                    f"{name}: "
-                    + ("not run" if ent is None else f"{ent['status']} {ent.get('message', '')}"),
-                )
+        if usable(summary, name, panels) is None:
             continue
         figs, cols = _read(folder, name)
         gt = _num(figs["group_times"])
@@ -123,14 +116,7 @@ def draw(summary: dict, folder):
             f"attention mass per lag group\nstage times (dotted): {_times(gt)}",
             gt,
         )
-    ent = stage(summary, "markov_fig5")
-    if ent is None or ent["status"] != "ok":
-        message_panel(
-            f,
-            "markov_fig5: "
-            + ("not run" if ent is None else f"{ent['status']} {ent.get('message', '')}"),
-        )
-    else:
+    if usable(summary, "markov_fig5", (f,)) is not None:
         figs, cols = _read(folder, "markov_fig5")
         for key, mk in (("n_stages", "o-"), ("n_stages_at_best", "s--")):
             f.plot(cols["size"], cols[key], mk, label=key)

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main  # noqa: E402
-from figures._gpu import gpu_make, headline, message_panel, stage  # noqa: E402
+from figures._gpu import gpu_make, headline, message_panel, usable  # noqa: E402
 
 FIGURE = FigureSpec(
     name="gpu_sosd",
@@ -39,15 +39,13 @@ def draw(summary: dict, folder):
     """Three panels from the sosd entry."""
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 5), constrained_layout=True)
     fig.suptitle(f"SoSD in small-LM pre-training ({headline(summary)})", fontsize=11)
-    ent = stage(summary, "sosd")
+    ent = usable(summary, "sosd", (a, b, c), ok=("ok", "partial"))
     runs = (ent or {}).get("figures", {}).get("runs", {})
-    if ent is None or ent["status"] not in ("ok", "partial") or not runs:
+    if ent is None:
+        return fig
+    if not runs:
         for ax in (a, b, c):
-            message_panel(
-                ax,
-                "sosd: "
-                + ("not run" if ent is None else f"{ent['status']}: {ent.get('message', '')}"),
-            )
+            message_panel(ax, "sosd: no finished run")
         return fig
     names = sorted({k.rsplit("_seed", 1)[0] for k in runs})
     for i, n in enumerate(names):

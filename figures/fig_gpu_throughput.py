@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main  # noqa: E402
-from figures._gpu import gpu_make, headline, message_panel, stage  # noqa: E402
+from figures._gpu import gpu_make, headline, usable  # noqa: E402
 
 FIGURE = FigureSpec(
     name="gpu_throughput",
@@ -51,15 +51,8 @@ def draw(summary: dict, folder):
     fig, axes = plt.subplots(2, 3, figsize=(17, 9), constrained_layout=True)
     (a, b, c), (d, e, f) = axes
     fig.suptitle(f"Pipeline throughput and optimizer cost ({headline(summary)})", fontsize=11)
-    th = stage(summary, "throughput")
-    if th is None or th["status"] != "ok":
-        for ax in (a, b, c, d):
-            message_panel(
-                ax,
-                "throughput: "
-                + ("not run" if th is None else f"{th['status']}: {th.get('message', '')}"),
-            )
-    else:
+    th = usable(summary, "throughput", (a, b, c, d))
+    if th is not None:
         g = th["figures"]
         rec, traj = g["projected_recording_seconds"], g["projected_trajectory_seconds"]
         _bars(
@@ -107,17 +100,15 @@ def draw(summary: dict, folder):
                 f"(AdamW step {g['lm_step_seconds'] * 1e3:.1f} ms)",
             )
             ax.legend(fontsize=8)
-    pf = stage(summary, "preflight")
-    if pf is None or "figures" not in pf:
-        message_panel(e, "preflight: not run")
-    else:
+    pf = usable(summary, "preflight", (e,), ok=("ok", "failed"))
+    if pf is not None and "matmul_bf16" in pf.get("figures", {}):
         mm = pf["figures"]["matmul_bf16"]
         e.bar([0], [mm["tflops"]], color="tab:purple")
         e.axhline(798, color="k", ls=":", lw=1, label="H100 seen here (KINDS.md): 798")
         e.set_xticks([0], [f"bf16 {mm['n']}^3"])
         e.set(
             ylabel="TFLOP/s",
-            title=f"(e) matrix product: {mm['tflops']:.0f} TFLOP/s, relative "
+            title=f"(e) matrix product: {mm['tflops']:.3g} TFLOP/s, relative "
             f"error {mm['rel_error']:.1e}\n{pf['figures']['gpu'].get('name', '?')}",
         )
         e.legend(fontsize=8)

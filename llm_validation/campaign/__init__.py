@@ -298,45 +298,55 @@ def _run_stages(args, size: str, out: Path, work: Path, carry_dir: Path, t0: flo
     activated = []
     if (carry_dir / "wheels").is_dir():
         activated = carry.activate_wheels(carry_dir / "wheels", site)
-    guard = carry.emulate_image([site]) if emulate else contextlib.nullcontext()
-    with guard:
-        import torch
+    with contextlib.ExitStack() as stack:
+        if emulate:
+            try:
+                stack.enter_context(carry.emulate_image([site]))
+            except RuntimeError as exc:  # a package the image lacks was imported before us
+                _fail(f"cannot emulate the GPU image: {exc} Use --no-emulate.")
+        return _stages_in_image(args, size, out, work, carry_dir, t0, emulate, activated)
 
-        from llm_validation.campaign.runner import Context, pack, run_campaign, summary_table
-        from llm_validation.campaign.stages import STAGES
 
-        if size == "gpu" and not torch.cuda.is_available():
-            _fail(
-                "no CUDA device here: the campaign's GPU sizes need one; --rehearse runs every "
-                "stage at toy size on this CPU, --dry-run shows the plan."
-            )
-        device = "cuda" if size == "gpu" else "cpu"
-        deadline = None if args.deadline is None else t0 + args.deadline
-        ctx = Context(
-            size=size,
-            out=out,
-            work=work,
-            device=device,
-            carry_dir=carry_dir,
-            confirm_model=args.confirm_model,
-            emulate_image=emulate,
-            quiet=args.quiet,
-            deadline=deadline,
-            activated=activated,
+def _stages_in_image(args, size, out, work, carry_dir, t0, emulate, activated) -> int:
+    """Build the context and run the stages (inside the image emulation, if any)."""
+    import torch
+
+    from llm_validation import carry
+    from llm_validation.campaign.runner import Context, pack, run_campaign, summary_table
+    from llm_validation.campaign.stages import STAGES
+
+    if size == "gpu" and not torch.cuda.is_available():
+        _fail(
+            "no CUDA device here: the campaign's GPU sizes need one; --rehearse runs every "
+            "stage at toy size on this CPU, --dry-run shows the plan."
         )
-        if (carry_dir / "gguf" / carry.MANIFEST).is_file():
-            with contextlib.suppress(carry.CarryError):
-                st = carry.check_parts(carry_dir / "gguf", hash_parts=False)
-                ctx.say(
-                    f"GGUF parts on this machine: {len(st['ok'])} present"
-                    + (f", missing {', '.join(st['missing'])}" if st["missing"] else "")
-                )
-        try:
-            summary = run_campaign(ctx, STAGES, only=args.stage, redo=args.redo)
-        finally:
-            if args.pack is not None and (out / "summary.json").exists():
-                for p in pack(out, args.pack):
-                    ctx.say(f"packed {p}")
+    device = "cuda" if size == "gpu" else "cpu"
+    deadline = None if args.deadline is None else t0 + args.deadline
+    ctx = Context(
+        size=size,
+        out=out,
+        work=work,
+        device=device,
+        carry_dir=carry_dir,
+        confirm_model=args.confirm_model,
+        emulate_image=emulate,
+        quiet=args.quiet,
+        deadline=deadline,
+        activated=activated,
+    )
+    if (carry_dir / "gguf" / carry.MANIFEST).is_file():
+        with contextlib.suppress(carry.CarryError):
+            st = carry.check_parts(carry_dir / "gguf", hash_parts=False)
+            ctx.say(
+                f"GGUF parts on this machine: {len(st['ok'])} present"
+                + (f", missing {', '.join(st['missing'])}" if st["missing"] else "")
+            )
+    try:
+        summary = run_campaign(ctx, STAGES, only=args.stage, redo=args.redo)
+    finally:
+        if args.pack is not None and (out / "summary.json").exists():
+            for p in pack(out, args.pack):
+                ctx.say(f"packed {p}")
     print(summary_table(summary))
     chosen = [e for e in summary["stages"] if not args.stage or e["name"] in args.stage]
     bad = [e["name"] for e in chosen if e["status"] in ("failed", "interrupted")]

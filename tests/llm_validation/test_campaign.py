@@ -59,8 +59,11 @@ def test_assemble_names_missing_and_corrupt_parts_and_writes_nothing(tmp_path):
     bad = bytearray((tmp_path / "p" / "part-01").read_bytes())
     bad[123] ^= 1  # one flipped bit, same size
     (tmp_path / "p" / "part-01").write_bytes(bytes(bad))
-    assert carry.check_parts(tmp_path / "p") == {"ok": ["part-02", "part-03"], "missing": [],
-                                                 "corrupt": ["part-01"]}  # fmt: skip
+    assert carry.check_parts(tmp_path / "p") == {
+        "ok": ["part-02", "part-03"],
+        "missing": [],
+        "corrupt": ["part-01"],
+    }
     with pytest.raises(carry.CarryError, match="corrupt part-01"):
         carry.assemble(tmp_path / "p", tmp_path / "out.bin")
     assert not (tmp_path / "out.bin").exists() and len(man.parts) == 3
@@ -75,8 +78,13 @@ def test_rehearsed_protocol_checks_what_a_session_relies_on(tmp_path):
     from llm_validation.campaign.stages import rehearse_carry
 
     r = rehearse_carry(tmp_path)
-    assert r == {"parts": 3, "bytes": 5 * carry.MIB // 2, "sha256_matches": True,
-                 "missing_parts_named": True, "corrupt_part_refused": True}  # fmt: skip
+    assert r == {
+        "parts": 3,
+        "bytes": 5 * carry.MIB // 2,
+        "sha256_matches": True,
+        "missing_parts_named": True,
+        "corrupt_part_refused": True,
+    }
 
 
 def _wheel(folder: Path, dist: str, module: str, body: str, version: str = "1.0") -> Path:
@@ -124,8 +132,7 @@ def test_image_emulation_hides_what_the_image_lacks_unless_carried(tmp_path):
     # a dependency of a newer version of an image package here is not the project's business
     assert not {"huggingface_hub", "tokenizers", "safetensors"} & blocked
     site = tmp_path / "site"
-    carry.extract_wheel(_wheel(tmp_path / "w", "math_verify", "math_verify", "CARRIED = 1\n"),
-                        site)  # fmt: skip
+    carry.extract_wheel(_wheel(tmp_path / "w", "math_verify", "math_verify", "CARRIED = 1\n"), site)
     code = f"""
 import importlib.util, json
 from llm_validation import carry
@@ -143,12 +150,22 @@ with carry.emulate_image([{str(site)!r}]):
     out["carried"] = math_verify.CARRIED == 1 and math_verify.__file__.startswith({str(site)!r})
 print(json.dumps(out))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out == {"hidden": True, "error": "No module named 'math_verify'", "numpy_version": True,
-                   "carried": True}  # fmt: skip
+    assert out == {
+        "hidden": True,
+        "error": "No module named 'math_verify'",
+        "numpy_version": True,
+        "carried": True,
+    }
 
 
 def _git_repo(path: Path) -> Path:
@@ -220,11 +237,17 @@ def test_resume_skips_finished_stages_and_a_failure_costs_only_its_stage(tmp_pat
         calls["b"] += 1
         raise RuntimeError("no CUDA kernel image for this device\nsecond line")
 
-    stages = [StageSpec("a", "A", 10, "", "", ok("a")), StageSpec("b", "B", 10, "", "", boom),
-              StageSpec("c", "C", 10, "", "", ok("c"))]  # fmt: skip
+    stages = [
+        StageSpec("a", "A", 10, "", "", ok("a")),
+        StageSpec("b", "B", 10, "", "", boom),
+        StageSpec("c", "C", 10, "", "", ok("c")),
+    ]
     s = run_campaign(_ctx(tmp_path), stages)
-    assert [(e["name"], e["status"]) for e in s["stages"]] == [("a", "ok"), ("b", "failed"),
-                                                               ("c", "ok")]  # fmt: skip
+    assert [(e["name"], e["status"]) for e in s["stages"]] == [
+        ("a", "ok"),
+        ("b", "failed"),
+        ("c", "ok"),
+    ]
     b = s["stages"][1]
     assert b["message"] == "RuntimeError: no CUDA kernel image for this device"
     assert "Traceback" in (tmp_path / "out" / "b" / "error.txt").read_text()
@@ -250,9 +273,11 @@ def test_deadline_defers_and_interrupts_and_the_summary_survives(tmp_path):
         seen.append("finished")
         return {}
 
-    stages = [StageSpec("long", "L", 500, "", "", lambda ctx: {}),
-              StageSpec("slow", "S", 0.01, "", "", slow),
-              StageSpec("next", "N", 0.01, "", "", lambda ctx: seen.append("next") or {})]  # fmt: skip
+    stages = [
+        StageSpec("long", "L", 500, "", "", lambda ctx: {}),
+        StageSpec("slow", "S", 0.01, "", "", slow),
+        StageSpec("next", "N", 0.01, "", "", lambda ctx: seen.append("next") or {}),
+    ]
     ctx = _ctx(tmp_path, size="gpu", deadline=time.monotonic() + 1.0)
     t0 = time.perf_counter()
     s = run_campaign(ctx, stages)
@@ -284,8 +309,11 @@ def test_pack_collect_merge_and_publish(tmp_path):
     files = runner.pack(tmp_path / "gpu", tmp_path / "OUT")
     assert [p.name for p in files] == ["summary.json", runner.PACK_NAME]
     with tarfile.open(files[1]) as tar:
-        assert sorted(tar.getnames()) == ["campaign/preflight/t.json", "campaign/summary.json",
-                                          "campaign/throughput/t.json"]  # fmt: skip
+        assert sorted(tar.getnames()) == [
+            "campaign/preflight/t.json",
+            "campaign/summary.json",
+            "campaign/throughput/t.json",
+        ]
     # a later call that ran one stage only: collecting it keeps the other stage's entry
     _fake_gpu_summary(tmp_path / "later", ("confirm",))
     runner.pack(tmp_path / "later", tmp_path / "OUT2")
@@ -386,8 +414,13 @@ def test_dry_run_lists_every_stage_within_540_s(capsys):
 def mini(tmp_path_factory):
     """Every real stage at the test suite's size, once (no carried wheels, no emulation)."""
     root = tmp_path_factory.mktemp("campaign")
-    ctx = Context(size="mini", out=root / "results" / "campaign" / "rehearsal-mini",
-                  work=root / "work", carry_dir=root / "no-carry", quiet=True)  # fmt: skip
+    ctx = Context(
+        size="mini",
+        out=root / "results" / "campaign" / "rehearsal-mini",
+        work=root / "work",
+        carry_dir=root / "no-carry",
+        quiet=True,
+    )
     summary = run_campaign(ctx, STAGES)
     return root, ctx, summary
 
@@ -403,8 +436,11 @@ def test_rehearsal_runs_every_stage_through_the_gpu_code(mini):
     pf = st["preflight"]["figures"]
     # bf16 keeps 8 significant bits: the product's relative error is ~2^-9, far above fp32's
     assert 1e-4 < pf["matmul_bf16"]["rel_error"] < 1e-2
-    assert pf["functional"] == {"math_verify_equal": True, "math_verify_unequal": True,
-                                "netcdf_int64": True}  # fmt: skip
+    assert pf["functional"] == {
+        "math_verify_equal": True,
+        "math_verify_unequal": True,
+        "netcdf_int64": True,
+    }
     assert pf["import_failures"] == {} and "gguf" not in pf["needed_carried_modules"]
     th = st["throughput"]["figures"]
     lr = th["loss_recording"]
@@ -444,8 +480,9 @@ def test_rehearsal_runs_every_stage_through_the_gpu_code(mini):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["gpu_throughput", "gpu_markov", "gpu_confirm", "gpu_sosd"])
 def test_gpu_figures_draw_the_rehearsal_with_its_banner(mini, name, tmp_path):
-    import figures
     from matplotlib.image import imread
+
+    import figures
 
     root, ctx, summary = mini
     mod = figures.discover()[name]
@@ -481,3 +518,57 @@ def test_loss_minus_lnv_check_has_the_right_scale():
     ce = np.log(np.exp(z).sum(1)) - z[:, 0]
     sigma = math.sqrt(s2 / rows)  # the sampling noise of the mean target logit
     assert np.mean(ce) - math.log(v) == pytest.approx(s2 / 2, abs=3 * sigma)
+
+
+# ------------------------------------------------- the GPU sizes, which no rehearsal runs
+
+
+def test_gpu_confirmation_configs_build_on_todays_confirm_api(tmp_path):
+    from llm_validation.campaign.stages import confirm_config
+
+    four = ("ft", "ft_up", "random", "easy")
+    ctx = _ctx(tmp_path, size="gpu")
+    real = confirm_config(ctx, "smollm2", "/models/smollm2-hf")
+    assert real.target == real.proxy == "/models/smollm2-hf" and real.finetune.lora
+    assert real.variants == four and real.seeds == (0, 1, 2) and real.n_pretrain == 0
+    assert (real.n_train, real.n_test, real.n_heldout) == (2000, 100, 300)
+    scratch = confirm_config(ctx, "scratch")
+    assert scratch.target == scratch.proxy == "scratch" and scratch.variants == four
+    assert scratch.seeds == (0, 1, 2) and scratch.n_pretrain > 0
+    assert confirm_config(_ctx(tmp_path, size="toy"), "scratch").seeds == (0, 1, 2)
+
+
+def test_throughput_model_has_smollm2_135m_shapes():
+    import torch
+
+    from llm_validation.campaign.measure import SMOLLM2_135M, random_causal_lm, smollm2_config
+
+    with torch.device("meta"):
+        model = random_causal_lm(smollm2_config(), device="meta")
+    n = sum(p.numel() for p in model.parameters())
+    # closed form: tied embedding V*d, per layer q,o (d^2 each), k,v (d * d_kv each), the MLP
+    # (3 d f) and two norms (2 d), plus the final norm
+    c = SMOLLM2_135M
+    d, f, layers, v = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], 49152
+    d_kv = d // c["num_attention_heads"] * c["num_key_value_heads"]
+    assert n == v * d + layers * (2 * d * d + 2 * d * d_kv + 3 * d * f + 2 * d) + d == 134_515_008
+
+
+def test_markov_paper_scale_is_the_papers_table_2():
+    from sims.markov import experiments as X
+
+    exp = X.full_exp("paper")
+    assert (exp.train.steps, exp.train.batch_size, exp.train.lr) == (2000, 3000, 3e-3)
+    assert exp.chain.d == 50 and exp.train.scheduler == "plateau"
+
+
+def test_sosd_at_its_gpu_configuration_reports_why_it_is_blocked(tmp_path):
+    import dataclasses
+
+    from llm_validation.campaign.stages import sosd
+    from sims.lm import LMTrainConfig
+
+    if "device" in {f.name for f in dataclasses.fields(LMTrainConfig)}:
+        pytest.skip("sims.lm.train_lm has a device option now: the stage runs")
+    r = sosd(_ctx(tmp_path, size="gpu"))
+    assert r["status"] == "blocked" and "no device option" in r["message"]
