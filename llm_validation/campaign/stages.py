@@ -314,7 +314,7 @@ THROUGHPUT_SIZES = {
         ),
         dtype="float32",
         n_loss=48,
-        loss_batch_tokens=4096,
+        loss_batch_tokens=2048,
         train_batch=4,
         train_steps=2,
         n_gen=4,
