@@ -29,12 +29,8 @@ import argparse
 import json
 import os
 import platform
-import resource
-import statistics
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,86 +40,12 @@ MODEL = dict(vocab_size=2048, seq_len=128, n_layer=4, n_head=4, d_model=128)
 OPTIONS = {"angle_sam": {"angle_weights": (0.5, 0.5)}}
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def _worker(name: str, mode: str, a) -> dict:
-    import torch
+    from llm_validation.campaign.measure import optimizer_step_cost
 
-    from sims.lm import GPT, GPTConfig, lm_loss
-    from sims.optim import SAMFamily, build_optimizer
-
-    torch.set_num_threads(a.threads)
-    device = torch.device(a.device)
-    cuda = device.type == "cuda"
-    rss0 = _rss_bytes()
-    prof = None
-    if mode == "memory" and not cuda:
-        from torch.profiler import ProfilerActivity, profile
-
-        prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-        prof.__enter__()
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(**MODEL)).to(device)
-    kw = dict(OPTIONS.get(name, {}))
-    if name not in ("adamw", "sgd", "muon"):
-        kw["rho"] = 0.05
-    opt = build_optimizer(name, model, lr=1e-3, weight_decay=0.1, **kw)
-    g = torch.Generator().manual_seed(1)
-    seqs = torch.randint(0, MODEL["vocab_size"], (a.batch_size, MODEL["seq_len"] + 1), generator=g)
-    x, y = seqs[:, :-1].to(device), seqs[:, 1:].to(device)
-
-    def step():
-        if isinstance(opt, SAMFamily):
-            opt.step(lambda: lm_loss(model, x, y))
-        else:
-            opt.zero_grad(set_to_none=True)
-            lm_loss(model, x, y)[0].backward()
-            opt.step()
-
-    def sync():
-        if cuda:
-            torch.cuda.synchronize()
-
-    out = {"optimizer": name, "mode": mode}
-    if mode == "memory":
-        for _ in range(3):
-            step()
-        sync()
-        if cuda:
-            out["peak_bytes"] = torch.cuda.max_memory_allocated()
-        else:
-            prof.__exit__(None, None, None)
-            with tempfile.NamedTemporaryFile(suffix=".json") as f:
-                prof.export_chrome_trace(f.name)
-                events = json.load(open(f.name))["traceEvents"]
-            totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
-            out["peak_bytes"] = max(totals)
-        out["param_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
-        return out
-    for _ in range(a.warmup):
-        step()
-    sync()
-    times = []
-    for _ in range(a.steps):
-        t0 = time.perf_counter()
-        step()
-        sync()
-        times.append(time.perf_counter() - t0)
-    out["median_s"] = statistics.median(times)
-    # cross-check only: includes allocator slack and freed-but-kept pages
-    out["peak_rss_above_baseline"] = (
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0
-    )
-    out["loadavg"] = os.getloadavg()
-    return out
+    return optimizer_step_cost(name, mode=mode, model=MODEL, batch_size=a.batch_size,
+                               steps=a.steps, warmup=a.warmup, device=a.device,
+                               threads=a.threads, options=OPTIONS.get(name))  # fmt: skip
 
 
 def _run(name: str, mode: str, a) -> dict:
@@ -184,43 +106,27 @@ def main(argv=None) -> int:
             p.exit(2, f"error: {exc}\n")
     names = list(OPTIMIZERS) if not a.only else ["adamw", *[n for n in a.only if n != "adamw"]]
     load_before = os.getloadavg()
-    mem = {n: _run(n, "memory", a) for n in names}
-    times: dict[str, list[float]] = {n: [] for n in names}
-    rss: dict[str, list[int]] = {n: [] for n in names}
-    for rep in range(a.reps):
-        order = names[rep % len(names) :] + names[: rep % len(names)]
-        for n in order:
-            res = _run(n, "time", a)
-            times[n].append(res["median_s"])
-            rss[n].append(res["peak_rss_above_baseline"])
-    ratios = {n: statistics.median(t / b for t, b in zip(times[n], times["adamw"], strict=True))
-              for n in names}  # fmt: skip
-    base_mem = mem["adamw"]["peak_bytes"]
-    rows = []
+    from llm_validation.campaign.measure import optimizer_cost_table
+
+    rows = optimizer_cost_table(names, lambda n, mode: _run(n, mode, a), reps=a.reps)
     print(
         f"{'optimizer':>10} {'s/step':>8} {'time x':>7} {'peak MB':>8} {'mem x':>6} {'RSS+ MB':>8}"
     )
-    for n in names:
-        row = {"optimizer": n, "median_s_per_step": statistics.median(times[n]),
-               "time_ratio": ratios[n], "peak_bytes": mem[n]["peak_bytes"],
-               "memory_ratio": mem[n]["peak_bytes"] / base_mem,
-               "peak_rss_above_baseline": statistics.median(rss[n]),
-               "reps_s": times[n]}  # fmt: skip
-        rows.append(row)
-        print(f"{n:>10} {row['median_s_per_step']:8.4f} {ratios[n]:7.2f} "
+    for row in rows:
+        print(f"{row['optimizer']:>10} {row['median_s_per_step']:8.4f} {row['time_ratio']:7.2f} "
               f"{row['peak_bytes'] / 2**20:8.1f} {row['memory_ratio']:6.2f} "
               f"{row['peak_rss_above_baseline'] / 2**20:8.1f}")  # fmt: skip
     result = {"bench": "sam_family_cost", "model": MODEL, "batch_size": a.batch_size,
               "steps": a.steps, "warmup": a.warmup, "reps": a.reps, "hardware": _hardware(a),
               "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "rows": rows,
-              "param_bytes": mem["adamw"]["param_bytes"]}  # fmt: skip
+              "param_bytes": rows[0]["param_bytes"]}  # fmt: skip
     print(f"hardware: {json.dumps(result['hardware'])}")
     print(f"loadavg before {load_before}, after {result['loadavg_after']}")
     if a.out is not None:
         from sims.io import provenance, write_json
 
         write_json(a.out, result, meta=provenance(result | {"rows": None}))
-    fsam = next(r for r in rows if r["optimizer"] == "fsam") if "fsam" in names else None
+    fsam = next((r for r in rows if r["optimizer"] == "fsam"), None)
     if fsam is not None:
         t, m = fsam["time_ratio"], fsam["memory_ratio"]
         print(f"FSAM/AdamW time_ratio={t:.2f} memory_ratio={m:.2f}")

@@ -1,0 +1,574 @@
+"""The GPU campaign (issue 21): carrying protocol, runner, CLI, and the rehearsal at mini size."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llm_validation import carry
+from llm_validation.campaign import main as campaign_main
+from llm_validation.campaign import runner
+from llm_validation.campaign.runner import Context, StageSpec, run_campaign
+from llm_validation.campaign.stages import STAGES
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ------------------------------------------------------------------------------ carrying
+
+
+def _blob(path: Path, n: int, seed: int = 0) -> bytes:
+    data = np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).tobytes()
+    path.write_bytes(data)
+    return data
+
+
+def test_split_and_assemble_round_trip(tmp_path):
+    data = _blob(tmp_path / "model.gguf", 5 * carry.MIB // 2 + 7)
+    man = carry.split_file(tmp_path / "model.gguf", tmp_path / "parts", part_bytes=carry.MIB)
+    assert [p.size for p in man.parts] == [carry.MIB, carry.MIB, carry.MIB // 2 + 7]
+    assert man.sha256 == hashlib.sha256(data).hexdigest()  # hashlib on the bytes, independently
+    for p in man.parts:
+        part = (tmp_path / "parts" / p.name).read_bytes()
+        assert p.sha256 == hashlib.sha256(part).hexdigest()
+    out = carry.assemble(tmp_path / "parts", tmp_path / "there" / "model.gguf")
+    assert out.read_bytes() == data
+    assert oct(out.stat().st_mode & 0o777) == "0o644"
+    assert carry.assemble(tmp_path / "parts", out) == out  # idempotent
+
+
+def test_assemble_names_missing_and_corrupt_parts_and_writes_nothing(tmp_path):
+    _blob(tmp_path / "f.bin", 3 * carry.MIB)
+    man = carry.split_file(tmp_path / "f.bin", tmp_path / "p", part_bytes=carry.MIB)
+    (tmp_path / "p" / "part-02").unlink()
+    with pytest.raises(carry.CarryError, match=r"2 of 3 parts .*missing part-02"):
+        carry.assemble(tmp_path / "p", tmp_path / "out.bin")
+    man = carry.split_file(tmp_path / "f.bin", tmp_path / "p", part_bytes=carry.MIB)
+    bad = bytearray((tmp_path / "p" / "part-01").read_bytes())
+    bad[123] ^= 1  # one flipped bit, same size
+    (tmp_path / "p" / "part-01").write_bytes(bytes(bad))
+    assert carry.check_parts(tmp_path / "p") == {
+        "ok": ["part-02", "part-03"],
+        "missing": [],
+        "corrupt": ["part-01"],
+    }
+    with pytest.raises(carry.CarryError, match="corrupt part-01"):
+        carry.assemble(tmp_path / "p", tmp_path / "out.bin")
+    assert not (tmp_path / "out.bin").exists() and len(man.parts) == 3
+    assert not list(tmp_path.glob(".out.bin.*"))  # no temporary left behind
+    with pytest.raises(carry.CarryError, match="part_bytes"):
+        carry.split_file(tmp_path / "f.bin", tmp_path / "q", part_bytes=1000)
+    with pytest.raises(carry.CarryError, match="manifest"):
+        carry.assemble(tmp_path / "nothing", tmp_path / "out.bin")
+
+
+def test_rehearsed_protocol_checks_what_a_session_relies_on(tmp_path):
+    from llm_validation.campaign.stages import rehearse_carry
+
+    r = rehearse_carry(tmp_path)
+    assert r == {
+        "parts": 3,
+        "bytes": 5 * carry.MIB // 2,
+        "sha256_matches": True,
+        "missing_parts_named": True,
+        "corrupt_part_refused": True,
+    }
+
+
+def _wheel(folder: Path, dist: str, module: str, body: str, version: str = "1.0") -> Path:
+    """A minimal wheel: ``module/__init__.py`` plus a ``.data/purelib`` module and dist-info."""
+    folder.mkdir(parents=True, exist_ok=True)
+    w = folder / f"{dist}-{version}-py3-none-any.whl"
+    info = f"{dist}-{version}.dist-info"
+    with zipfile.ZipFile(w, "w") as zf:
+        zf.writestr(f"{module}/__init__.py", body)
+        zf.writestr(f"{dist}-{version}.data/purelib/{module}_extra.py", "EXTRA = 7\n")
+        zf.writestr(
+            f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
+        )
+        zf.writestr(f"{info}/RECORD", "")
+    return w
+
+
+def test_activate_wheels_unpacks_into_a_site_folder_first_on_the_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    _wheel(tmp_path / "wheels", "sbt_fake_pkg", "sbt_fake_pkg", "VALUE = 42\n")
+    site = tmp_path / "site"
+    assert carry.activate_wheels(tmp_path / "wheels", site) == ["sbt-fake-pkg"]
+    assert sys.path[0] == str(site.resolve())
+    assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(site.resolve()), "/elsewhere"]
+    import sbt_fake_pkg
+    import sbt_fake_pkg_extra
+
+    assert sbt_fake_pkg.VALUE == 42 and sbt_fake_pkg_extra.EXTRA == 7
+    _wheel(tmp_path / "wheels", "sbt_fake_pkg", "sbt_fake_pkg", "", version="2.0")
+    with pytest.raises(carry.CarryError, match="two wheels of sbt-fake-pkg"):
+        carry.activate_wheels(tmp_path / "wheels", site)
+    evil = tmp_path / "evil" / "x-1.0-py3-none-any.whl"
+    evil.parent.mkdir()
+    with zipfile.ZipFile(evil, "w") as zf:
+        zf.writestr("../outside.py", "")
+    with pytest.raises(carry.CarryError, match="unsafe member"):
+        carry.extract_wheel(evil, tmp_path / "site2")
+
+
+def test_image_emulation_hides_what_the_image_lacks_unless_carried(tmp_path):
+    blocked = carry.blocked_modules()
+    assert {"math_verify", "netCDF4", "latex2sympy2_extended"} <= blocked
+    assert not {"numpy", "torch", "transformers", "xarray", "sims", "llm_validation"} & blocked
+    # a dependency of a newer version of an image package here is not the project's business
+    assert not {"huggingface_hub", "tokenizers", "safetensors"} & blocked
+    site = tmp_path / "site"
+    carry.extract_wheel(_wheel(tmp_path / "w", "math_verify", "math_verify", "CARRIED = 1\n"), site)
+    code = f"""
+import importlib.util, json
+from llm_validation import carry
+out = {{}}
+with carry.emulate_image():
+    out["hidden"] = importlib.util.find_spec("math_verify") is None
+    try:
+        import math_verify
+    except ModuleNotFoundError as e:
+        out["error"] = str(e)
+    import numpy, importlib.metadata as md
+    out["numpy_version"] = md.version("numpy") == numpy.__version__
+with carry.emulate_image([{str(site)!r}]):
+    import math_verify
+    out["carried"] = math_verify.CARRIED == 1 and math_verify.__file__.startswith({str(site)!r})
+print(json.dumps(out))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {
+        "hidden": True,
+        "error": "No module named 'math_verify'",
+        "numpy_version": True,
+        "carried": True,
+    }
+
+
+def _git_repo(path: Path) -> Path:
+    path.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=path, check=True)
+    (path / "code.py").write_bytes(b"x" * 200_000)
+    (path / ".gitignore").write_text("/.carry/\n/results/\n")
+    subprocess.run(["git", "add", "."], cwd=path, check=True)
+    return path
+
+
+def test_device_plan_spreads_parts_within_the_tools_limits(tmp_path, monkeypatch):
+    from llm_validation.campaign import device
+
+    repo = _git_repo(tmp_path / "repo")
+    _blob(repo / "big.gguf", 7 * carry.MIB)
+    carry.split_file(repo / "big.gguf", repo / ".carry" / "gguf", part_bytes=carry.MIB)
+    (repo / "big.gguf").unlink()
+    (repo / ".carry" / "wheels").mkdir(parents=True)
+    _blob(repo / ".carry" / "wheels" / "w-1.0-py3-none-any.whl", carry.MIB // 2)
+    assert carry.tree_bytes(repo) == 200_000 + len("/.carry/\n/results/\n")
+    # a 5 MiB budget per command: at most one or two 1 MiB parts beside the wheel and margin
+    monkeypatch.setattr(carry, "TREE_LIMIT", 5 * carry.MIB)
+    monkeypatch.setattr(device, "MARGIN", 2 * carry.MIB)
+    cmds = device.device_plan(repo)
+    confirm_at = next(i for i, c in enumerate(cmds) if "confirm" in c.stages)
+    carried = [p for c in cmds for p in c.carry if "/part-" in p]
+    assert sorted(carried) == [f".carry/gguf/part-{i:02d}" for i in range(1, 8)]  # each once
+    assert all("/part-" not in p for c in cmds[confirm_at + 1 :] for p in c.carry)
+    assert any(not c.stages for c in cmds[:confirm_at])  # a carry-only command was needed
+    for i, c in enumerate(cmds):
+        assert c.bytes <= 5 * carry.MIB and len(c.carry) <= 8 and len(c.command) <= 2000
+        if any("/part-" in p for p in c.carry):
+            assert ".carry/gguf/manifest.json" in c.carry
+        if c.stages:
+            assert f"--stage {' '.join(c.stages)}" in c.command and "--pack $OUT" in c.command
+            assert ("results/campaign/gpu" in c.carry) == (i > 0)
+        json.dumps(c.as_run_args())
+    assert [g for c in cmds if c.stages for g in c.stages] == [s.name for s in STAGES]
+    text = device.format_device_plan(cmds, repo=repo)
+    assert text.count("\nrun {") == len(cmds) and "--collect" in text
+
+
+# --------------------------------------------------------------------------------- runner
+
+
+def _ctx(tmp_path, size="toy", **kw) -> Context:
+    return Context(size=size, out=tmp_path / "out", work=tmp_path / "work", quiet=True, **kw)
+
+
+def test_stage_plans_fit_a_device_command():
+    assert all(0 < s.planned_seconds <= 540 for s in STAGES)
+    with pytest.raises(ValueError, match="540"):
+        StageSpec("x", "x", 541, "", "", lambda ctx: {})
+
+
+def test_resume_skips_finished_stages_and_a_failure_costs_only_its_stage(tmp_path):
+    calls = {"a": 0, "b": 0, "c": 0}
+
+    def ok(name):
+        def fn(ctx):
+            calls[name] += 1
+            (ctx.stage_dir(name) / "r.json").write_text("{}")
+            return {"figures": {"x": np.float64(1.5)}}
+
+        return fn
+
+    def boom(ctx):
+        calls["b"] += 1
+        raise RuntimeError("no CUDA kernel image for this device\nsecond line")
+
+    stages = [
+        StageSpec("a", "A", 10, "", "", ok("a")),
+        StageSpec("b", "B", 10, "", "", boom),
+        StageSpec("c", "C", 10, "", "", ok("c")),
+    ]
+    s = run_campaign(_ctx(tmp_path), stages)
+    assert [(e["name"], e["status"]) for e in s["stages"]] == [
+        ("a", "ok"),
+        ("b", "failed"),
+        ("c", "ok"),
+    ]
+    b = s["stages"][1]
+    assert b["message"] == "RuntimeError: no CUDA kernel image for this device"
+    assert "Traceback" in (tmp_path / "out" / "b" / "error.txt").read_text()
+    assert s["stages"][0]["files"] == ["a/r.json"] and s["stages"][0]["figures"] == {"x": 1.5}
+    assert s["kind"] == "rehearsal" and s["banner"] == runner.REHEARSAL_BANNER
+    again = run_campaign(_ctx(tmp_path), stages)
+    assert calls == {"a": 1, "b": 2, "c": 1}
+    assert [e["attempts"] for e in again["stages"]] == [1, 2, 1]
+    run_campaign(_ctx(tmp_path), stages, only=["a"], redo=True)
+    assert calls["a"] == 2
+    with pytest.raises(ValueError, match="unknown stage"):
+        run_campaign(_ctx(tmp_path), stages, only=["zzz"])
+    with pytest.raises(ValueError, match="holds a rehearsal summary"):
+        run_campaign(_ctx(tmp_path, size="gpu"), stages)
+
+
+def test_deadline_defers_and_interrupts_and_the_summary_survives(tmp_path):
+    seen = []
+
+    def slow(ctx):
+        for _ in range(400):  # 20 s unless interrupted
+            time.sleep(0.05)
+        seen.append("finished")
+        return {}
+
+    stages = [
+        StageSpec("long", "L", 500, "", "", lambda ctx: {}),
+        StageSpec("slow", "S", 0.01, "", "", slow),
+        StageSpec("next", "N", 0.01, "", "", lambda ctx: seen.append("next") or {}),
+    ]
+    ctx = _ctx(tmp_path, size="gpu", deadline=time.monotonic() + 1.0)
+    t0 = time.perf_counter()
+    s = run_campaign(ctx, stages)
+    assert time.perf_counter() - t0 < 5
+    st = {e["name"]: e for e in s["stages"]}
+    assert st["long"]["status"] == "deferred" and "planned 500 s" in st["long"]["message"]
+    assert st["slow"]["status"] == "interrupted" and "deadline" in st["slow"]["message"]
+    assert "next" not in st and seen == []  # the call stops after a deadline
+    assert runner.load_summary(tmp_path / "out")["stages"][1]["status"] == "interrupted"
+
+
+def _fake_gpu_summary(out: Path, names=("throughput",)) -> None:
+    def fn(ctx):
+        (ctx.stage_dir(ctx._name) / "t.json").write_text('{"v": 1}')
+        return {}
+
+    ctx = Context(size="gpu", out=out, work=out.parent / "w", quiet=True)
+    for n in names:
+        ctx._name = n
+        run_campaign(ctx, [StageSpec(n, n, 10, "", "", fn)])
+    s = runner.load_summary(out)
+    for e in s["stages"]:
+        e["device"] = "cuda (NVIDIA H100 80GB HBM3)"
+    (out / "summary.json").write_text(json.dumps(s))
+
+
+def test_pack_collect_merge_and_publish(tmp_path):
+    _fake_gpu_summary(tmp_path / "gpu", ("preflight", "throughput"))
+    files = runner.pack(tmp_path / "gpu", tmp_path / "OUT")
+    assert [p.name for p in files] == ["summary.json", runner.PACK_NAME]
+    with tarfile.open(files[1]) as tar:
+        assert sorted(tar.getnames()) == [
+            "campaign/preflight/t.json",
+            "campaign/summary.json",
+            "campaign/throughput/t.json",
+        ]
+    # a later call that ran one stage only: collecting it keeps the other stage's entry
+    _fake_gpu_summary(tmp_path / "later", ("confirm",))
+    runner.pack(tmp_path / "later", tmp_path / "OUT2")
+    local = tmp_path / "local"
+    runner.collect(tmp_path / "OUT", local)
+    merged = runner.collect(tmp_path / "OUT2", local)
+    assert [e["name"] for e in merged["stages"]] == ["preflight", "throughput", "confirm"]
+    assert (local / "confirm" / "t.json").is_file() and (local / "preflight" / "t.json").is_file()
+    dest = tmp_path / "published"
+    dest.mkdir()
+    (dest / "README.md").write_text("schema")
+    (dest / "stale.json").write_text("{}")
+    written = runner.publish(local, dest)
+    assert sorted(p.relative_to(dest).as_posix() for p in written) == [
+        "confirm/t.json",
+        "preflight/t.json",
+        "summary.json",
+        "throughput/t.json",
+    ]
+    assert (dest / "README.md").read_text() == "schema" and not (dest / "stale.json").exists()
+    # an unsafe archive is refused before anything is written
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("campaign/../../evil.txt")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / runner.PACK_NAME).write_bytes(buf.getvalue())
+    with pytest.raises(ValueError, match="unexpected member"):
+        runner.collect(tmp_path / "bad", tmp_path / "x")
+    assert not (tmp_path / "evil.txt").exists()
+
+
+def test_publish_refuses_rehearsals_and_cpu_results(tmp_path):
+    run_campaign(_ctx(tmp_path), [StageSpec("a", "A", 1, "", "", lambda ctx: {})])
+    with pytest.raises(ValueError, match="rehearsal"):
+        runner.publish(tmp_path / "out", tmp_path / "dest")
+    ctx = Context(size="gpu", out=tmp_path / "g", work=tmp_path / "w", quiet=True)
+    run_campaign(ctx, [StageSpec("a", "A", 1, "", "", lambda ctx: {})])
+    with pytest.raises(ValueError, match="did not run on CUDA"):
+        runner.publish(tmp_path / "g", tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()
+
+
+# ------------------------------------------------------------------------------------ CLI
+
+
+def _err(capsys) -> str:
+    return capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--deadline", "0", "--rehearse"], "--deadline must be > 0"),
+        (["--rehearse", "--out", "/proc/nope"], "`--out` '/proc/nope' is not writable"),
+        (["--stage", "nope"], "invalid choice: 'nope'"),
+        (["--out", str(REPO / "figures/summaries/gpu")], "committed GPU summaries folder"),
+        (["--collect", "/no/such/dir"], "does not exist"),
+        (["--dry-run", "--publish"], "not allowed with"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
+    with pytest.raises(SystemExit) as exc:
+        campaign_main(argv)
+    err = _err(capsys)
+    assert exc.value.code == 2 and needle in err and "Traceback" not in err
+    assert len(err.splitlines()) == 1
+
+
+def test_gpu_sizes_without_cuda_refuse_before_any_work(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(SystemExit) as exc:
+        campaign_main(["--out", str(tmp_path / "o"), "--carry-dir", str(tmp_path / "none")])
+    assert exc.value.code == 2 and "no CUDA device here" in _err(capsys)
+    assert not (tmp_path / "o" / "summary.json").exists()
+
+
+def test_dry_run_lists_every_stage_within_540_s(capsys):
+    assert campaign_main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    listed = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0].rstrip(".").isdigit() and len(parts) > 2 and parts[3] == "s":
+            listed[parts[1]] = float(parts[2])
+    assert listed == {s.name: s.planned_seconds for s in STAGES}
+    assert max(listed.values()) <= 540 and "needs:" in out
+
+
+# ------------------------------------------------------------------------- the rehearsal
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory):
+    """Every real stage at the test suite's size, once (no carried wheels, no emulation)."""
+    root = tmp_path_factory.mktemp("campaign")
+    ctx = Context(
+        size="mini",
+        out=root / "results" / "campaign" / "rehearsal-mini",
+        work=root / "work",
+        carry_dir=root / "no-carry",
+        quiet=True,
+    )
+    summary = run_campaign(ctx, STAGES)
+    return root, ctx, summary
+
+
+@pytest.mark.slow
+def test_rehearsal_runs_every_stage_through_the_gpu_code(mini):
+    root, ctx, summary = mini
+    st = {e["name"]: e for e in summary["stages"]}
+    assert list(st) == [s.name for s in STAGES]
+    bad = {n: (e["status"], e["message"]) for n, e in st.items() if e["status"] != "ok"}
+    assert not bad
+    assert all(e["device"].startswith("cpu") and e["seconds"] > 0 for e in st.values())
+    pf = st["preflight"]["figures"]
+    # bf16 keeps 8 significant bits: the product's relative error is ~2^-9, far above fp32's
+    assert 1e-4 < pf["matmul_bf16"]["rel_error"] < 1e-2
+    assert pf["functional"] == {
+        "math_verify_equal": True,
+        "math_verify_unequal": True,
+        "netcdf_int64": True,
+    }
+    assert pf["import_failures"] == {} and "gguf" not in pf["needed_carried_modules"]
+    th = st["throughput"]["figures"]
+    lr = th["loss_recording"]
+    assert lr["examples_per_s"] == pytest.approx(lr["examples"] / lr["seconds"])
+    # a random decoder's loss: ln V plus about half the logits' variance hidden * init^2
+    hidden, init = 32, 1 / 24
+    assert 0 < lr["loss_minus_lnV"] < hidden * init**2
+    gen = th["generation"]["4"]
+    assert gen["prompts"] == 4 and 0 < gen["mean_new_tokens"] <= 4
+    assert gen["tokens_per_s"] == pytest.approx(gen["new_tokens"] / gen["seconds"])
+    assert th["projected_recording_seconds"] == pytest.approx(5 * 20000 / lr["examples_per_s"])
+    rows = {r["optimizer"]: r for r in th["optimizers"]["mini"]["rows"]}
+    assert rows["adamw"]["time_ratio"] == 1 and rows["adamw"]["memory_ratio"] == 1
+    # FSAM keeps a perturbation and a second gradient: more memory than AdamW
+    assert rows["fsam"]["memory_ratio"] > 1
+    names = [t["name"] for t in st["throughput"]["targets"]]
+    assert names[0].startswith("loss recording") and any("FSAM" in n for n in names)
+    m = st["markov_fig2_3"]["figures"]
+    assert m["scale"] == "quick" and m["steps"] == 6 and len(m["group_times"]) == 3
+    with open(ctx.out / "markov_fig2_3" / "markov_fig2_3.csv") as f:
+        header = f.readline().strip().split(",")
+    assert header[:4] == ["step", "test_loss", "excess_loss", "kl_restricted_1"]
+    assert sum(h.startswith("kl_reference_") for h in header) == 3  # c = one, two, all groups
+    assert st["markov_fig5"]["figures"]["sizes"] == [32, 64]
+    c = st["confirm"]["figures"]
+    assert c["carry_protocol"]["sha256_matches"] and c["model"] == "scratch"
+    acc = (ctx.out / "confirm" / "accuracy.csv").read_text().strip().splitlines()
+    assert len(acc) == 1 + 2 * 1 * 6  # 2 variants x 1 seed x 6 benchmarks
+    assert all(0 <= x <= 100 for v in c["avg_accuracy_points"].values() for x in v)
+    assert set(st["sosd"]["figures"]["runs"]) == {"constant_seed0"}
+    total = sum(p.stat().st_size for p in ctx.out.rglob("*") if p.is_file())
+    assert total < 1_000_000  # small enough to commit
+    again = run_campaign(ctx, STAGES)  # finished: everything is skipped
+    assert [e["attempts"] for e in again["stages"]] == [1] * len(STAGES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gpu_throughput", "gpu_markov", "gpu_confirm", "gpu_sosd"])
+def test_gpu_figures_draw_the_rehearsal_with_its_banner(mini, name, tmp_path):
+    from matplotlib.image import imread
+
+    import figures
+
+    root, ctx, summary = mini
+    mod = figures.discover()[name]
+    fig = mod.draw(summary, ctx.out)
+    assert runner.REHEARSAL_BANNER in fig._suptitle.get_text()
+    (path,) = mod.make(tmp_path, results_dir=root / "results", quick=True)
+    assert path.name == f"{name}_quick.png"
+    img = imread(path)
+    assert img[..., :3].std() > 0.05 and min(img.shape[:2]) > 300
+
+
+def test_gpu_figures_say_not_run_without_summaries(tmp_path, monkeypatch):
+    import figures
+    from figures import _gpu
+
+    monkeypatch.setattr(_gpu, "PUBLISHED", tmp_path / "none")
+    mod = figures.discover()["gpu_confirm"]
+    summary, _ = _gpu.find_summaries(tmp_path / "results", quick=False, stages=("confirm",))
+    assert summary is None
+    fig = _gpu.not_run_figure(mod.FIGURE, ("confirm",))
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert _gpu.NOT_RUN in texts and "confirm: planned 540 s" in texts
+    (path,) = mod.make(tmp_path / "o", results_dir=tmp_path / "results")
+    assert path.name == "gpu_confirm.png" and path.stat().st_size > 10_000
+
+
+def test_loss_minus_lnv_check_has_the_right_scale():
+    # the closed form behind the rehearsal's bound: Gaussian logits of variance s2 give
+    # E[CE] - ln V = E[logsumexp z] - E[z_target] - ln V -> s2 / 2 as V grows
+    rng = np.random.default_rng(0)
+    s2, v, rows = 0.25, 5000, 1000
+    z = rng.normal(0, math.sqrt(s2), (rows, v))
+    ce = np.log(np.exp(z).sum(1)) - z[:, 0]
+    sigma = math.sqrt(s2 / rows)  # the sampling noise of the mean target logit
+    assert np.mean(ce) - math.log(v) == pytest.approx(s2 / 2, abs=3 * sigma)
+
+
+# ------------------------------------------------- the GPU sizes, which no rehearsal runs
+
+
+def test_gpu_confirmation_configs_build_on_todays_confirm_api(tmp_path):
+    from llm_validation.campaign.stages import confirm_config
+
+    four = ("ft", "ft_up", "random", "easy")
+    ctx = _ctx(tmp_path, size="gpu")
+    real = confirm_config(ctx, "smollm2", "/models/smollm2-hf")
+    assert real.target == real.proxy == "/models/smollm2-hf" and real.finetune.lora
+    assert real.variants == four and real.seeds == (0, 1, 2) and real.n_pretrain == 0
+    assert (real.n_train, real.n_test, real.n_heldout) == (2000, 100, 300)
+    scratch = confirm_config(ctx, "scratch")
+    assert scratch.target == scratch.proxy == "scratch" and scratch.variants == four
+    assert scratch.seeds == (0, 1, 2) and scratch.n_pretrain > 0
+    assert confirm_config(_ctx(tmp_path, size="toy"), "scratch").seeds == (0, 1, 2)
+
+
+def test_throughput_model_has_smollm2_135m_shapes():
+    import torch
+
+    from llm_validation.campaign.measure import SMOLLM2_135M, random_causal_lm, smollm2_config
+
+    with torch.device("meta"):
+        model = random_causal_lm(smollm2_config(), device="meta")
+    n = sum(p.numel() for p in model.parameters())
+    # closed form: tied embedding V*d, per layer q,o (d^2 each), k,v (d * d_kv each), the MLP
+    # (3 d f) and two norms (2 d), plus the final norm
+    c = SMOLLM2_135M
+    d, f, layers, v = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], 49152
+    d_kv = d // c["num_attention_heads"] * c["num_key_value_heads"]
+    assert n == v * d + layers * (2 * d * d + 2 * d * d_kv + 3 * d * f + 2 * d) + d == 134_515_008
+
+
+def test_markov_paper_scale_is_the_papers_table_2():
+    from sims.markov import experiments as X
+
+    exp = X.full_exp("paper")
+    assert (exp.train.steps, exp.train.batch_size, exp.train.lr) == (2000, 3000, 3e-3)
+    assert exp.chain.d == 50 and exp.train.scheduler == "plateau"
+
+
+def test_sosd_at_its_gpu_configuration_reports_why_it_is_blocked(tmp_path):
+    import dataclasses
+
+    from llm_validation.campaign.stages import sosd
+    from sims.lm import LMTrainConfig
+
+    if "device" in {f.name for f in dataclasses.fields(LMTrainConfig)}:
+        pytest.skip("sims.lm.train_lm has a device option now: the stage runs")
+    r = sosd(_ctx(tmp_path, size="gpu"))
+    assert r["status"] == "blocked" and "no device option" in r["message"]
