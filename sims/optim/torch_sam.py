@@ -307,7 +307,7 @@ def adam_preconditioner(
 
 
 def _angle_coefficients(w_logit: float, w_func: float) -> tuple[float, float, float]:
-    """ANGLE-SAM's weights of ``(g, g_LSAM, g_FSAM)``: ``(1 − w_logit − w_func, w_logit, w_func)``."""
+    """ANGLE-SAM's weights of ``(g, g_LSAM, g_FSAM)``: ``(1 − w_l − w_f, w_l, w_f)``."""
     return 1.0 - w_logit - w_func, w_logit, w_func
 
 
@@ -704,7 +704,7 @@ class SAMFamily(torch.optim.Optimizer):
                             for p in self._params() if p.grad is not None}  # fmt: skip
 
     def _fresh_gradient(self) -> bool:
-        """Whether ``p.grad`` holds a non-zero gradient computed since this optimizer's last step."""
+        """Whether ``p.grad`` holds a non-zero gradient computed since our last step (davda54)."""
         grads = []
         fresh = False
         for p in self._params():

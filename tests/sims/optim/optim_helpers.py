@@ -122,9 +122,16 @@ def reference_gradient(model, params, batches, variant, rho, *, angle=(0.0, 0.0)
             s = rho / _norm(tg) if _norm(tg) > 0 else 0.0
             return _tree(lambda a, w: s * a * w.abs(), tg, params)
         d = g if minv is None else _tree(torch.mul, g, minv)
-        n = {"pre": _norm(g), "post": _norm(d),
-             "dual": torch.sqrt(sum((a.double() * b.double()).sum()
-                                    for a, b in zip(g.values(), d.values(), strict=True)))}[mode]
+        n = {
+            "pre": _norm(g),
+            "post": _norm(d),
+            "dual": torch.sqrt(
+                sum(
+                    (a.double() * b.double()).sum()
+                    for a, b in zip(g.values(), d.values(), strict=True)
+                )
+            ),
+        }[mode]
         return _tree(lambda a: (rho / n) * a, d)
 
     gs = [grad(loss_fn)(params, x, y) for x, y in batches]
@@ -144,7 +151,7 @@ def reference_gradient(model, params, batches, variant, rho, *, angle=(0.0, 0.0)
             out.append(g_lsam)
         else:
             wl, wf = angle
-            out.append(_tree(lambda a, b, c: (1 - wl - wf) * a + wl * b + wf * c,
+            out.append(_tree(lambda a, b, c, wl=wl, wf=wf: (1 - wl - wf) * a + wl * b + wf * c,
                              g_r, g_lsam, g_fsam))  # fmt: skip
     return _tree(lambda *a: sum(a) / len(a), *out)
 
@@ -164,7 +171,7 @@ def reference_train(model, batches, variant, rho, steps, *, lr, base="sgd", beta
     for k in range(steps):
         minv = None
         if precondition and k > 0:
-            minv = _tree(lambda a: 1.0 / ((a / (1 - b2**k)).sqrt() + eps), v)
+            minv = _tree(lambda a, k=k: 1.0 / ((a / (1 - b2**k)).sqrt() + eps), v)
         G = reference_gradient(model, params, batches, variant, rho, minv=minv, mode=mode, **kw)
         if base == "sgd":
             params = _tree(lambda p, g: p - lr * g, params, G)
@@ -172,6 +179,6 @@ def reference_train(model, batches, variant, rho, steps, *, lr, base="sgd", beta
             m = _tree(lambda a, g: b1 * a + (1 - b1) * g, m, G)
             v = _tree(lambda a, g: b2 * a + (1 - b2) * g * g, v, G)
             t = k + 1
-            params = _tree(lambda p, a, b: p - lr * (a / (1 - b1**t))
+            params = _tree(lambda p, a, b, t=t: p - lr * (a / (1 - b1**t))
                            / ((b / (1 - b2**t)).sqrt() + eps), params, m, v)  # fmt: skip
     return params

@@ -217,8 +217,13 @@ def test_angle_combine_closed_form_with_asymmetric_weights():
     gf = [torch.tensor([-3.0, 1.5], dtype=torch.float64)]
     got = ts.angle_combine(g, gl, gf, 0.3, 0.8)[0]
     # g + 0.3 (gl − g) + 0.8 (gf − g), written out
-    expect = torch.tensor([1.0 + 0.3 * (0.5 - 1.0) + 0.8 * (-3.0 - 1.0),
-                           -2.0 + 0.3 * (4.0 + 2.0) + 0.8 * (1.5 + 2.0)], dtype=torch.float64)
+    expect = torch.tensor(
+        [
+            1.0 + 0.3 * (0.5 - 1.0) + 0.8 * (-3.0 - 1.0),
+            -2.0 + 0.3 * (4.0 + 2.0) + 0.8 * (1.5 + 2.0),
+        ],
+        dtype=torch.float64,
+    )
     torch.testing.assert_close(got, expect, rtol=1e-15, atol=1e-15)
     assert ts.angle_weights(math.pi / 6) == pytest.approx((0.5, math.sqrt(3) / 2))
 
@@ -280,16 +285,17 @@ def test_global_norm_of_low_precision_tensors_is_taken_in_float32():
 
 
 def test_adaptive_perturbation_closed_form():
-    w = [torch.tensor([1.0, -2.0, 0.0], dtype=torch.float64), torch.tensor([0.5], dtype=torch.float64)]
-    g = [torch.tensor([4.0, 1.0, 7.0], dtype=torch.float64), torch.tensor([-2.0], dtype=torch.float64)]
+    f64 = dict(dtype=torch.float64)
+    w = [torch.tensor([1.0, -2.0, 0.0], **f64), torch.tensor([0.5], **f64)]
+    g = [torch.tensor([4.0, 1.0, 7.0], **f64), torch.tensor([-2.0], **f64)]
     rho = 0.7
     e = ts.adaptive_perturbation(g, w, rho)
     # davda54/sam: e = ρ w² g / ‖|w| g‖ ; here |w| g = (4, 2, 0, -1), norm sqrt(21)
     n = math.sqrt(16 + 4 + 0 + 1)
-    torch.testing.assert_close(e[0], torch.tensor([rho * 4 / n, rho * 4 / n, 0.0], dtype=torch.float64),
-                               rtol=1e-15, atol=0)  # fmt: skip
-    torch.testing.assert_close(e[1], torch.tensor([rho * 0.25 * -2 / n], dtype=torch.float64),
-                               rtol=1e-15, atol=0)  # fmt: skip
+    expect = [torch.tensor([rho * 4 / n, rho * 4 / n, 0.0], **f64),
+              torch.tensor([rho * 0.25 * -2 / n], **f64)]  # fmt: skip
+    for a, b in zip(e, expect, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-15, atol=0)
     # ‖T⁻¹e‖ = ρ on the entries with w ≠ 0
     inv = torch.cat([e[0][:2] / w[0][:2].abs(), e[1] / w[1].abs()])
     assert float(inv.norm()) == pytest.approx(rho, rel=1e-14)
@@ -397,7 +403,8 @@ def _amp_run(variant, amp=None, scaler=None, rho=0.2, steps=3, **kw):
 
 
 AMP_VARIANTS = [("sam", {}), ("fsam", {}), ("lsam", {}),
-                ("angle_sam", {"angle_weights": (0.3, 0.8)}), ("sam", {"adaptive": True})]  # fmt: skip
+                ("angle_sam", {"angle_weights": (0.3, 0.8)}),
+                ("sam", {"adaptive": True})]  # fmt: skip
 
 
 @pytest.mark.parametrize("variant, kw", AMP_VARIANTS)
