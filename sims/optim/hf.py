@@ -71,19 +71,28 @@ def _unwrap(optimizer: Any) -> Any:
 
 
 def _feeds(loss: torch.Tensor, tensor: torch.Tensor, limit: int = 200_000) -> bool:
-    """Whether ``loss`` was computed from ``tensor`` (breadth-first walk of its autograd graph)."""
-    target = tensor.grad_fn
-    if target is None or loss.grad_fn is None:
+    """Whether ``loss`` was computed from ``tensor`` (breadth-first walk of its autograd graph).
+
+    A tensor is an output ``(grad_fn, output_nr)`` of an autograd node and an edge of the graph
+    ``(node, input_nr)`` leads to one output: sibling outputs of one node (DDP's ``_DDPSink``
+    returns the loss and the logits from one node) do not feed each other.
+    """
+    target = (tensor.grad_fn, tensor.output_nr)
+    if target[0] is None or loss.grad_fn is None:
         return False
+    if loss.grad_fn is target[0] and loss.output_nr == target[1]:
+        return True
     queue, seen = collections.deque([loss.grad_fn]), set()
     while queue and len(seen) < limit:
         node = queue.popleft()
-        if node is target:
-            return True
         if id(node) in seen:
             continue
         seen.add(id(node))
-        queue.extend(n for n, _ in node.next_functions if n is not None)
+        for nxt, nr in node.next_functions:
+            if nxt is target[0] and nr == target[1]:
+                return True
+            if nxt is not None:
+                queue.append(nxt)
     return False
 
 
@@ -162,8 +171,10 @@ class SAMFamilyTrainer(transformers.Trainer):
                 raise ValueError(
                     "the loss does not depend on the model's returned logits nor on the output "
                     "layer's output (get_output_embeddings()); Functional/Logit/ANGLE-SAM need "
-                    "the logits the loss is computed from: compute the loss from "
-                    "outputs.logits in compute_loss, or use variant 'sam'."
+                    "the logits the loss is computed from: give the model "
+                    "get_output_embeddings() (DDP with find_unused_parameters and bf16 return "
+                    "copies of the logits), compute the loss from outputs.logits in "
+                    "compute_loss, or use variant 'sam'."
                 )
             logits = found
         return loss, logits
