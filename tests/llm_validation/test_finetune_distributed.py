@@ -33,16 +33,17 @@ RUNS = {  # run name -> (optimizer, optimizer_kwargs)
 N_EXAMPLES, MAX_LENGTH = 16, 48
 
 
-def _cfg(model_dir, name):
+def _cfg(model_dir, name, **over):
     from llm_validation.config import FinetuneConfig
 
     optimizer, kwargs = RUNS[name] if name in RUNS else ("sgd", {})
-    return FinetuneConfig(
+    base = dict(
         model=str(model_dir), lora_rank=4, lora_alpha=8.0, lora_dropout=0.0,
         lora_targets="attention", epochs=1, lr=0.05, warmup_ratio=0.0, batch_size=8,
         per_device_batch_size=4, seed=0, optimizer=optimizer, optimizer_kwargs=kwargs,
         dtype="float32", scheduler="constant",
     )  # fmt: skip
+    return FinetuneConfig(**{**base, **over})
 
 
 def _examples(records_file):
@@ -52,11 +53,11 @@ def _examples(records_file):
     return [Example(r["instruction"], r["output"], r["source"], i) for i, r in enumerate(records)]
 
 
-def _finetune(model_dir, records_file, out, name):
+def _finetune(model_dir, records_file, out, name, **over):
     from llm_validation.finetune import finetune
 
-    return finetune(_examples(records_file), None, _cfg(model_dir, name), Path(out) / name,
-                    max_length=MAX_LENGTH, progress=False)  # fmt: skip
+    return finetune(_examples(records_file), None, _cfg(model_dir, name, **over),
+                    Path(out) / name, max_length=MAX_LENGTH, progress=False)  # fmt: skip
 
 
 def _worker(model_dir, records_file, out):
@@ -125,3 +126,40 @@ def test_two_process_sam_and_fsam_through_finetune(tiny_model_dir, records, tmp_
         assert _delta(w1, plain) > 1e-2, name  # the SAM part of the update is large here
     # per-replica perturbations (sync_perturbation=False) give another update
     assert _delta(_adapter(two / "fsam_local"), _adapter(two / "fsam")) > 1e-3
+
+
+def test_finetune_takes_the_configured_fsam_step(tiny_model_dir, records, tmp_path):
+    """One process, one step on all 16 examples: ``finetune`` (config -> ``make_optimizer`` ->
+    ``SAMFamilyTrainer``) equals a Functional-SAM step written directly with ``SAMFamily`` on
+    the same LoRA model and batch (ρ, base and lr as configured; a dropped option would show)."""
+    import peft
+
+    from llm_validation.data import tokenize_examples
+    from llm_validation.lora import apply_lora
+    from llm_validation.models import load_model
+    from llm_validation.training import collate
+    from sims.optim import SAMFamily
+
+    records_file = tmp_path / "records.json"
+    records_file.write_text(json.dumps(records))
+    res = _finetune(tiny_model_dir, records_file, tmp_path, "fsam", batch_size=16,
+                    per_device_batch_size=16)  # fmt: skip
+    assert res.steps == 1
+    cfg = _cfg(tiny_model_dir, "fsam")
+
+    def by_hand(rho):
+        model, tok = load_model(tiny_model_dir, dtype="float32")
+        model = apply_lora(model, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=0.0,
+                           targets=cfg.lora_targets, seed=cfg.seed)  # fmt: skip
+        batch = collate(tokenize_examples(_examples(records_file), tok, max_length=MAX_LENGTH),
+                        tok.pad_token_id)  # fmt: skip
+        opt = SAMFamily([p for p in model.parameters() if p.requires_grad], torch.optim.SGD,
+                        rho, variant="fsam", lr=0.05)  # fmt: skip
+        model.train()
+        opt.step(lambda: (lambda out: (out.loss, out.logits))(model(**batch)))
+        return peft.get_peft_model_state_dict(model)
+
+    want, got = by_hand(0.5), _adapter(tmp_path / "fsam")
+    assert set(got) == set(want)
+    assert _delta(got, want) < 1e-4  # float32, the batch in another order
+    assert _delta(want, by_hand(0.0)) > 1e-2  # ρ = 0.5 matters: a dropped ρ would show
