@@ -222,3 +222,25 @@ def test_hf_llama_lora_tau_fractions():
     assert tau.tau_logit + tau.tau_func + tau.tau_cross == pytest.approx(1.0, abs=1e-12)
     # Llama computes its rotary tables in float32 even in a float64 model: float32-level residual
     assert tau.check_residual < 1e-6
+
+
+def test_check_residual_reacts_to_a_wrong_functional_part(monkeypatch):
+    """Negative control: the independent-HVP check must flag a wrong δ_func (a check that stayed
+    at 0 whatever the split would let a broken τ through)."""
+    net = make_net()
+    x, y = make_data()
+    params, logits_fn = dg.functionalize(net, x)
+    loss = dg.cross_entropy_loss(y)
+    good = dg.tau_fractions(logits_fn, loss, params, check=True)
+    assert good.check_residual < 1e-10
+    real = dg.hvp
+
+    def off_by_ten_percent(f, p, v):  # δ_func comes from the surrogate's HVP
+        out = real(f, p, v)
+        return {k: 1.1 * t for k, t in out.items()} if f.__name__ == "surrogate" else out
+
+    monkeypatch.setattr(dg, "hvp", off_by_ten_percent)
+    bad = dg.tau_fractions(logits_fn, loss, params, check=True)
+    # ‖0.1 δ_func‖/‖H_L ε*‖ with τ_func ≈ this net's share: far above rounding
+    assert bad.check_residual == pytest.approx(0.1 * math.sqrt(good.tau_func), rel=0.2)
+    assert bad.check_residual > 1e-3
