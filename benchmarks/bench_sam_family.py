@@ -19,8 +19,9 @@ Method (each measurement in a fresh subprocess, so no allocator or cache state c
   baseline is reported alongside as a cross-check. On CUDA: ``torch.cuda.max_memory_allocated``.
 
 Usage: ``python benchmarks/bench_sam_family.py [--reps 3] [--steps 5] [--threads 1]
-[--device cpu|cuda] [--out results/bench_sam_family.json]``. The last line reads
-``FSAM/AdamW time_ratio=<x> memory_ratio=<y>``.
+[--device cpu|cuda] [--autocast none|bf16] [--out results/bench_sam_family.json]``. The
+issue-25 GPU measurement is ``--device cuda --autocast bf16`` (not run yet: no GPU so far).
+The last line reads ``FSAM/AdamW time_ratio=<x> memory_ratio=<y>``.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's packages, also when run as a script
-OPTIMIZERS = ("adamw", "sgd", "muon", "sam", "fsam", "psam", "pfsam", "lsam", "angle_sam")
+OPTIMIZERS = ("adamw", "sgd", "muon", "sam", "fsam", "psam", "pfsam", "lsam", "angle_sam", "asam")
 MODEL = dict(vocab_size=2048, seq_len=128, n_layer=4, n_head=4, d_model=128)
-OPTIONS = {"angle_sam": {"angle_weights": (0.5, 0.5)}}
+OPTIONS = {"angle_sam": {"angle_weights": (0.5, 0.5)}, "asam": {"adaptive": True, "rho": 0.5}}
+BUILD = {"asam": "sam"}  # bench rows that are options of a build_optimizer name
 
 
 def _worker(name: str, mode: str, a) -> dict:
@@ -45,13 +47,14 @@ def _worker(name: str, mode: str, a) -> dict:
 
     return optimizer_step_cost(name, mode=mode, model=MODEL, batch_size=a.batch_size,
                                steps=a.steps, warmup=a.warmup, device=a.device,
-                               threads=a.threads, options=OPTIONS.get(name))  # fmt: skip
+                               threads=a.threads, options=OPTIONS.get(name),
+                               build=BUILD.get(name), autocast=a.autocast)  # fmt: skip
 
 
 def _run(name: str, mode: str, a) -> dict:
     cmd = [sys.executable, __file__, "--worker", name, "--mode", mode, "--threads", str(a.threads),
            "--steps", str(a.steps), "--warmup", str(a.warmup), "--batch-size", str(a.batch_size),
-           "--device", a.device]  # fmt: skip
+           "--device", a.device, "--autocast", a.autocast]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, check=False)
     if proc.returncode != 0:
@@ -86,6 +89,12 @@ def main(argv=None) -> int:
     p.add_argument("--batch-size", type=int, default=16, help="sequences per step (default 16)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    p.add_argument(
+        "--autocast",
+        choices=("none", "bf16"),
+        default="none",
+        help="run the forward passes under bf16 autocast (GPU runs; default none)",
+    )
     p.add_argument("--only", nargs="+", choices=OPTIMIZERS, help="a subset (AdamW is always run)")
     p.add_argument("--out", type=Path, help="also write the results as JSON here")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -117,6 +126,7 @@ def main(argv=None) -> int:
               f"{row['peak_bytes'] / 2**20:8.1f} {row['memory_ratio']:6.2f} "
               f"{row['peak_rss_above_baseline'] / 2**20:8.1f}")  # fmt: skip
     result = {"bench": "sam_family_cost", "model": MODEL, "batch_size": a.batch_size,
+              "autocast": a.autocast,
               "steps": a.steps, "warmup": a.warmup, "reps": a.reps, "hardware": _hardware(a),
               "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "rows": rows,
               "param_bytes": rows[0]["param_bytes"]}  # fmt: skip

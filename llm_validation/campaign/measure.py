@@ -266,6 +266,8 @@ def optimizer_step_cost(
     rho: float = 0.05,
     options: Mapping[str, Any] | None = None,
     seed: int = 0,
+    build: str | None = None,
+    autocast: str = "none",
 ) -> dict[str, Any]:
     """Median step time (``mode="time"``) or peak memory (``mode="memory"``) of one optimizer.
 
@@ -278,6 +280,11 @@ def optimizer_step_cost(
       state, SAM buffers and activations included: ``torch.cuda.max_memory_allocated`` above the
       pre-model level on CUDA; on CPU the allocator's running total recorded by
       ``torch.profiler`` (``profile_memory=True``), which starts before the model is built.
+
+    ``name`` labels the row; ``build`` is the :func:`sims.optim.build_optimizer` name when the row
+    is an option of another optimizer (``"asam"`` is ``build="sam"`` with ``adaptive=True``);
+    ``options`` are passed to it and win over ``rho``. ``autocast="bf16"`` runs the forward
+    passes under bf16 autocast (the mixed-precision setting of a GPU fine-tune).
     """
     import json
     import tempfile
@@ -289,6 +296,8 @@ def optimizer_step_cost(
 
     if mode not in ("time", "memory"):
         raise ValueError(f"`mode` must be 'time' or 'memory'; got {mode!r}.")
+    if autocast not in ("none", "bf16"):
+        raise ValueError(f"`autocast` must be 'none' or 'bf16'; got {autocast!r}.")
     if threads:
         torch.set_num_threads(threads)
     dev = torch.device(device)
@@ -309,19 +318,26 @@ def optimizer_step_cost(
     torch.manual_seed(seed)
     net = GPT(cfg).to(dev)
     kw = dict(options or {})
-    if name not in ("adamw", "sgd", "muon"):
-        kw["rho"] = rho
-    opt = build_optimizer(name, net, lr=1e-3, weight_decay=0.1, **kw)
+    build = build or name
+    if build not in ("adamw", "sgd", "muon"):
+        kw.setdefault("rho", rho)
+    opt = build_optimizer(build, net, lr=1e-3, weight_decay=0.1, **kw)
+    bf16 = autocast == "bf16"
+
+    def loss():
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+            return lm_loss(net, x, y)
+
     g = torch.Generator().manual_seed(seed + 1)
     seqs = torch.randint(0, cfg.vocab_size, (batch_size, cfg.seq_len + 1), generator=g)
     x, y = seqs[:, :-1].to(dev), seqs[:, 1:].to(dev)
 
     def step():
         if isinstance(opt, SAMFamily):
-            opt.step(lambda: lm_loss(net, x, y))
+            opt.step(loss)
         else:
             opt.zero_grad(set_to_none=True)
-            lm_loss(net, x, y)[0].backward()
+            loss()[0].backward()
             opt.step()
 
     out: dict[str, Any] = {"optimizer": name, "mode": mode, "device": device}

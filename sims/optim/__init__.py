@@ -12,15 +12,33 @@ JAX (:mod:`sims.optim.optax_sam`, extra ``jax``), names unchanged from the old `
 
 Torch (extra ``torch``):
     * :mod:`sims.optim.torch_sam`: pure kernels (``sam_perturbation``,
-      ``preconditioned_perturbation``, ``adam_preconditioner``, ``angle_combine``, ...; reach
-      them through the submodule, since the JAX kernels own those names here) and the optimizer
-      ``SAMFamily`` (SAM, Functional-SAM, Logit-SAM, ANGLE-SAM, their preconditioned forms),
-      with ``SAM`` its plain-SAM spelling, exported here.
+      ``adaptive_perturbation``, ``preconditioned_perturbation``, ``adam_preconditioner``,
+      ``angle_combine``, ...; reach them through the submodule, since the JAX kernels own those
+      names here) and the optimizer ``SAMFamily`` (SAM, Functional-SAM, Logit-SAM, ANGLE-SAM,
+      their preconditioned and ASAM forms; several processes, mixed precision), with ``SAM`` its
+      plain-SAM spelling (davda54/sam's signature), exported here.
     * :mod:`sims.optim.muon`: ``partition_params``, ``ParamPartition``, ``MuonAdamW``.
     * :mod:`sims.optim.factory`: ``build_optimizer(name, model, *, lr, ...)`` and
       ``OPTIMIZERS`` (the names it accepts).
     * :mod:`sims.optim.hf`: ``SAMFamilyTrainer`` (extra ``llm``; not re-exported here).
     * :mod:`sims.optim.diagnostics`: τ fractions, λ_max, Hutchinson traces, logit statistics.
+
+Coming from davda54/sam:
+    Change ``from sam import SAM`` to ``from sims.optim import SAM``; nothing else has to change.
+    The constructor (``SAM(model.parameters(), torch.optim.SGD, rho=0.05, adaptive=False,
+    lr=0.1, momentum=0.9)``), ``first_step``/``second_step`` and ``rho``'s meaning (for ASAM,
+    ``adaptive=True``: ``‖e/|θ|‖ = ρ``) are the same, and a davda54-style closure (calls
+    ``loss.backward()``, returns the loss) is detected and run as davda54/sam runs it
+    (``benchmarks/compare_davda54_sam.py``: equal to 6e-12 over 20 float64 steps, SGD and
+    AdamW bases, SAM and ASAM, both APIs). What you gain: the closure protocol ``(loss,
+    logits)`` without ``backward`` (k micro-batches = one batch k times larger; Functional-,
+    Logit-, ANGLE- and preconditioned SAM need it), ``sync_perturbation`` for
+    ``DistributedDataParallel`` (all-reduced or per-replica ascent, one all-reduce per pass
+    after ``opt.attach_ddp(ddp_model)``), fp16 ``grad_scaler=`` support, a NaN policy,
+    ``rho_warmup_steps``, ``state_dict`` with counters, and ``SAMFamilyTrainer`` for the
+    Hugging Face Trainer (gradient accumulation, bf16/fp16, ``accelerate launch``). Differences:
+    one ``rho`` for all param groups; ``e = 0`` for a zero gradient (davda54 divides by
+    ``‖g‖ + 1e-12``); the ASAM scale is ``|θ|`` with no ``η`` offset, as davda54's.
 
 Examples:
     >>> import sys, sims.optim

@@ -63,7 +63,8 @@ _SAM_OPTIONS = tuple(
     k for k, v in inspect.signature(SAMFamily.__init__).parameters.items()
     if v.kind is inspect.Parameter.KEYWORD_ONLY and k != "variant"
 )  # fmt: skip
-_MUON_OPTIONS = ("muon_lr", "momentum", "nesterov", "ns_steps", "adjust_lr_fn")
+_MUON_OPTIONS = ("muon_lr", "momentum", "nesterov", "ns_steps", "adjust_lr_fn", "embeddings",
+                 "head")  # fmt: skip
 
 
 def _groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -109,8 +110,10 @@ def build_optimizer(
         base: SAM-family base optimizer, ``"adamw"`` (default) or ``"sgd"`` (``psam``/``pfsam``:
             AdamW only); rejected for the other names.
         **variant_options: ``momentum``/``nesterov`` (SGD, SGD base), Muon's ``muon_lr``,
-            ``momentum``, ``nesterov``, ``ns_steps``, ``adjust_lr_fn``, or the SAM-family options
-            of :class:`~sims.optim.torch_sam.SAMFamily`.
+            ``momentum``, ``nesterov``, ``ns_steps``, ``adjust_lr_fn`` and ``embeddings``/``head``
+            (tables and an untied head that :func:`~sims.optim.muon.partition_params` cannot
+            recognise), or the SAM-family options of :class:`~sims.optim.torch_sam.SAMFamily`
+            (``adaptive``, ``sync_perturbation``, ``grad_scaler``, ``rho_warmup_steps``, ...).
 
     Returns:
         A ``torch.optim.Optimizer``.
@@ -136,8 +139,9 @@ def build_optimizer(
     base = "adamw" if base is None else base
     if name == "muon":
         _check_options(name, variant_options, _MUON_OPTIONS)
-        return MuonAdamW(partition_params(model), lr=lr, weight_decay=weight_decay, betas=betas,
-                         eps=eps, **variant_options)  # fmt: skip
+        roles = {k: variant_options.pop(k) for k in ("embeddings", "head") if k in variant_options}
+        return MuonAdamW(partition_params(model, **roles), lr=lr, weight_decay=weight_decay,
+                         betas=betas, eps=eps, **variant_options)  # fmt: skip
     groups = _groups(model, weight_decay)
     sgd_kw = {k: variant_options.pop(k) for k in ("momentum", "nesterov") if k in variant_options}
     if name == "sgd":

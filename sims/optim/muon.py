@@ -9,11 +9,15 @@
 * ``other``: gains, biases and anything not 2-D: AdamW, never decayed.
 
 It works for any Hugging Face causal LM (``get_input_embeddings``/``get_output_embeddings``),
-PEFT models (only the adapters are trainable) and :mod:`sims.lm`. The same partition drives
-weight decay for AdamW/SGD/SAM-family builds (decay on ``ndim >= 2``, as nanoGPT does) and the
-Muon/AdamW split of :class:`MuonAdamW`, which wraps ``torch.optim.Muon`` (Newton–Schulz
-orthogonalized momentum; ``adjust_lr_fn="match_rms_adamw"`` by default, so one learning rate
-serves both groups) and ``torch.optim.AdamW``.
+PEFT models (only the adapters are trainable) and :mod:`sims.lm`; a custom model's position
+table or untied head that is neither an ``nn.Embedding`` nor named like one is given by the
+caller (``partition_params(model, embeddings=["pos"], head=["out"])``, also through
+``build_optimizer("muon", model, embeddings=..., head=...)``), else it lands in Muon's group.
+The same partition drives weight decay for AdamW/SGD/SAM-family builds (decay on
+``ndim >= 2``, as nanoGPT does) and the Muon/AdamW split of :class:`MuonAdamW`, which wraps
+``torch.optim.Muon`` (Newton–Schulz orthogonalized momentum; ``adjust_lr_fn="match_rms_adamw"``
+by default, so one learning rate serves both groups; see :class:`MuonAdamW` for why its defaults
+differ from torch's) and ``torch.optim.AdamW``.
 
 Examples:
     >>> import torch
@@ -100,18 +104,58 @@ def _get(model: torch.nn.Module, getter: str) -> Any:
         return None
 
 
-def partition_params(model: torch.nn.Module) -> ParamPartition:
+def _named_ids(model: torch.nn.Module, named: Any, arg: str) -> set[int]:
+    """Ids of the parameters ``named`` picks: parameter names, module names, or parameters."""
+    if isinstance(named, (str, torch.Tensor)):
+        named = [named]
+    params = dict(model.named_parameters())
+    modules = dict(model.named_modules())
+    ids: set[int] = set()
+    for item in named:
+        if isinstance(item, torch.Tensor):
+            if not any(item is p for p in params.values()):
+                raise ValueError(f"`{arg}` holds a tensor that is not a parameter of `model`.")
+            ids.add(id(item))
+        elif isinstance(item, str) and item in params:
+            ids.add(id(params[item]))
+        elif isinstance(item, str) and item in modules:
+            ids |= _param_ids(modules[item])
+        else:
+            names = sorted(params)
+            raise ValueError(
+                f"`{arg}` names {item!r}, which is neither a parameter nor a module of `model`; "
+                f"parameter names look like {names[:4]}."
+            )
+    return ids
+
+
+def partition_params(
+    model: torch.nn.Module, *, embeddings: Any = (), head: Any = ()
+) -> ParamPartition:
     """Split ``model``'s trainable parameters into hidden matrices, embeddings, head and other.
+
+    Roles are recognised from the model: ``nn.Embedding`` modules and
+    ``get_input_embeddings()`` are embeddings, ``get_output_embeddings()`` is the head (a tied
+    head counts as the embedding), and so are 2-D parameters whose names contain ``embed``,
+    ``wte``, ``wpe``, ``word_embeddings``, ``position_embeddings`` (embeddings) or ``lm_head``,
+    ``embed_out``, ``output_projection`` (head). Anything else 2-D is a hidden matrix and goes to
+    Muon, so a custom model's position table kept as a bare ``nn.Parameter`` (``self.pos``) or an
+    untied head called e.g. ``self.out`` must be named with ``embeddings=``/``head=``: Muon would
+    orthogonalise a lookup table's update, which is meaningless for rows looked up one at a time.
 
     Args:
         model: any ``torch.nn.Module`` (HF causal LM, PEFT model, :class:`sims.lm.GPT`, ...).
+        embeddings: extra token/position tables: parameter names, module names (all their
+            parameters) or the parameters themselves.
+        head: an untied output head, given the same way.
 
     Returns:
         A :class:`ParamPartition` (parameters with ``requires_grad=False`` are left out).
 
     Raises:
         TypeError: if ``model`` is not a module.
-        ValueError: if it has no trainable parameter.
+        ValueError: if it has no trainable parameter, or ``embeddings``/``head`` name something
+            that is not in it.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"`model` must be a torch.nn.Module; got {type(model).__name__}.")
@@ -120,20 +164,28 @@ def partition_params(model: torch.nn.Module) -> ParamPartition:
     for module in model.modules():
         if isinstance(module, torch.nn.Embedding):
             embed_ids |= _param_ids(module)
-    hidden, embeddings, head, other = [], [], [], []
+    named_embed = _named_ids(model, embeddings, "embeddings")
+    named_head = _named_ids(model, head, "head")
+    if named_embed & named_head:
+        raise ValueError("`embeddings` and `head` name the same parameter; give it once.")
+    embed_ids |= named_embed
+    head_ids = (head_ids - named_embed) | named_head
+    hidden, embeddings_, head_, other = [], [], [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
         lname = name.lower()
-        if p.ndim < 2 or p.ndim > 2 and id(p) not in embed_ids:
+        if id(p) in named_head:
+            head_.append((name, p))
+        elif p.ndim < 2 or p.ndim > 2 and id(p) not in embed_ids:
             other.append((name, p))
         elif id(p) in embed_ids or any(k in lname for k in _EMBED_NAMES):
-            embeddings.append((name, p))
+            embeddings_.append((name, p))
         elif id(p) in head_ids or any(k in lname for k in _HEAD_NAMES):
-            head.append((name, p))
+            head_.append((name, p))
         else:
             hidden.append((name, p))
-    part = ParamPartition(hidden, embeddings, head, other)
+    part = ParamPartition(hidden, embeddings_, head_, other)
     if len(part) == 0:
         raise ValueError(
             f"`model` ({type(model).__name__}) has no trainable parameters to optimize or "
@@ -154,6 +206,21 @@ class MuonAdamW(torch.optim.Optimizer):
         betas, eps: AdamW's.
         muon_lr: Muon's learning rate (default ``lr``).
         momentum, nesterov, ns_steps, adjust_lr_fn: ``torch.optim.Muon``'s.
+
+    Defaults that differ from ``torch.optim.Muon``'s, on purpose:
+
+    * ``weight_decay=0.0`` (torch: 0.1). One weight-decay value serves every optimizer of
+      :func:`~sims.optim.factory.build_optimizer` and defaults to 0 there, as in the Hugging Face
+      Trainer that the paper's fine-tunes use (it states no weight decay); so switching AdamW for
+      Muon changes the update rule and nothing else. Pass ``weight_decay`` to decay.
+    * ``adjust_lr_fn="match_rms_adamw"`` (torch: ``None``, Keller Jordan's
+      ``sqrt(max(1, A/B))``). The Muon update of an ``A x B`` matrix is scaled to RMS
+      ``0.2 sqrt(max(A, B))``·lr, AdamW's typical update RMS (Liu et al. 2025, "Muon is scalable
+      for LLM training"), so one learning rate and schedule drive both groups, as in the paper
+      (peak lr 2e-5 for AdamW and Muon alike). With ``None`` Muon's step is ~5-10x smaller for
+      matrices of 500-2500 rows or columns and needs its own ``muon_lr``.
+
+    ``momentum=0.95``, ``nesterov=True`` and ``ns_steps=5`` are torch's.
 
     The param groups are Muon's followed by AdamW's (each carries ``"muon": True/False``), so an
     LR scheduler scales both; ``state_dict``/``load_state_dict`` cover both inner optimizers.

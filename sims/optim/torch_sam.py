@@ -19,7 +19,10 @@ and the base step (AdamW, SGD, ... including its weight decay) is applied at the
 ``θ``. The perturbation is ``e = ρ g/‖g‖₂`` (global norm over every parameter), or for the
 preconditioned forms (eq. 12, ``M = sqrt(v̂) + ε`` from the base Adam's second moment, taken
 before the current step) ``e = ρ M⁻¹g / N`` with ``N = ‖g‖`` (``"pre"``, eq. 12 literally),
-``‖M⁻¹g‖`` (``"post"``, so ``‖e‖ = ρ``) or ``sqrt(gᵀM⁻¹g)`` (``"dual"``). To first order in ρ,
+``‖M⁻¹g‖`` (``"post"``, so ``‖e‖ = ρ``) or ``sqrt(gᵀM⁻¹g)`` (``"dual"``), or for ASAM
+(``adaptive=True``, Kwon et al. 2021, SAM and Functional-SAM) ``e = ρ T²g/‖Tg‖₂`` with the
+element-wise ``T = |θ|``, so ``‖T⁻¹e‖₂ = ρ``: exactly davda54/sam's ``adaptive=True`` (no ``η``
+offset; ASAM's authors use ``ρ`` about 10x larger than SAM's, e.g. 0.5-2.0). To first order in ρ,
 ``g_SAM = g + ρ(H_G + H_F)ε*``, ``g_FSAM = g + ρ H_F ε*`` and ``g_LSAM = g + ρ H_G ε*``
 (seed 003 eq. 10), which the tests check with their ρ-slopes.
 
@@ -27,9 +30,10 @@ Passes per step: SAM and FSAM 2 forward + 2 backward; Logit-SAM 3F + 2B and ANGL
 (the parameters are perturbed in place, so the logit-path VJP at ``θ`` re-runs the forward there).
 
 Kernels (pure: tensors in, tensors out): :func:`global_norm`, :func:`sam_perturbation`,
-:func:`preconditioned_perturbation`, :func:`adam_preconditioner`, :func:`angle_combine`,
-:func:`angle_weights`. The shell :class:`SAMFamily` runs the passes; :class:`SAM` is its plain-SAM
-spelling with the historical ``SAM(params, base_cls, rho, **base_kwargs)`` signature.
+:func:`adaptive_perturbation`, :func:`preconditioned_perturbation`, :func:`adam_preconditioner`,
+:func:`angle_combine`, :func:`angle_weights`. The shell :class:`SAMFamily` runs the passes;
+:class:`SAM` is its plain-SAM spelling with the historical ``SAM(params, base_cls, rho,
+**base_kwargs)`` signature (davda54/sam's, ``adaptive=`` included).
 
 **Closure protocol.** ``opt.step(closure)`` takes a callable (or a list of them: micro-batches of
 one accumulated step) that runs the forward pass and returns ``(loss, logits)`` **without**
@@ -38,6 +42,42 @@ With micro-batches each loss must already carry its share of the batch objective
 by the number of micro-batches), exactly as for plain gradient accumulation; the perturbation is
 then computed from the **accumulated** gradient and every micro-batch is re-evaluated at
 ``θ + e``. Random layers (dropout) see the same random numbers in every pass of a micro-batch.
+
+**Coming from davda54/sam.** ``from sims.optim import SAM`` replaces ``from sam import SAM``:
+the constructor (``SAM(params, torch.optim.SGD, rho=0.05, adaptive=False, lr=..., ...)``), the
+``first_step``/``second_step`` halves and the ``ρ`` semantics are the same. A davda54-style
+closure (it calls ``loss.backward()`` and returns the loss) is detected for plain SAM/ASAM: when
+``step(closure)`` finds a gradient computed since the last step in ``p.grad`` (davda54's loop
+runs ``loss.backward()`` before ``step``), it climbs from that gradient and calls the closure once
+at ``θ + e``, exactly as davda54/sam does; otherwise it first calls the closure at ``θ`` for the
+gradient (one extra pass). The other variants need the logits and take only the closure protocol
+above. Differences: ``rho`` is one value for all param groups; a zero gradient gives ``e = 0``
+(davda54 adds ``1e-12`` to the norm); after ``step`` ``p.grad`` holds the pass-2 gradient as in
+davda54.
+
+**Several processes** (``DistributedDataParallel``, ``accelerate launch``, ``torchrun``). Pass 2
+is always all-reduced (every replica takes the same base step). ``sync_perturbation`` chooses the
+gradient that ``e`` is computed from: ``True`` (default) the all-reduced one, so a run on ``n``
+processes equals one process on the whole batch, at the cost of one more all-reduce per step
+(pass 1's); ``False`` each replica's own (local) gradient, pass 1 running under ``no_sync``: the
+SAM paper's choice (Foret et al. 2021 perturb per accelerator; their "m-sharpness" experiments
+find smaller per-replica batches generalise better), cheaper by one all-reduce, but the update
+then depends on how the batch is split across processes. Call :meth:`SAMFamily.attach_ddp` with
+the DDP-wrapped model (``SAMFamilyTrainer`` does it): the optimizer then runs every backward
+that is not the last of its pass under ``no_sync`` (one all-reduce per pass, however many
+micro-batches). Without it a DDP model all-reduces every backward itself, which is
+``sync_perturbation=True`` at more communication; ``False`` then raises. FSDP and DeepSpeed shard
+the parameters and are not supported.
+
+**Mixed precision.** Norms of low-precision (bf16/fp16) gradients are taken per tensor in
+float32 and combined in float64. Under autocast the logits must be those the loss was computed
+from (``SAMFamilyTrainer`` takes them from the output layer when the model returns a float32
+copy). fp16 with loss scaling: pass ``grad_scaler=torch.amp.GradScaler(...)``; ``step(closure)``
+then scales every backward by the scaler's scale, **unscales pass 1's gradient before its norm**
+(``scaler.unscale_``, recording overflows), unscales the final gradient, and skips the step when
+either is not finite (no error; ``skipped_steps`` counts it) so that the caller's
+``scaler.update()`` backs the scale off. With :meth:`first_pass` (the Trainer) the caller's
+``scaler.step(opt)`` unscales pass 1 before calling :meth:`step`.
 
 Examples:
     >>> import torch
@@ -49,12 +89,18 @@ Examples:
     12.5
     >>> [round(v, 4) for v in w.tolist()]  # w - 0.1 * (w + 0.5 * w/|w|)
     [2.67, 3.56]
+    >>> a = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    >>> e = adaptive_perturbation([torch.tensor([4.0, 1.0])], [a], rho=1.0)[0]  # ρ T²g/‖Tg‖
+    >>> [round(v, 4) for v in e.tolist()], round(float((e / a.abs()).norm()), 6)
+    ([0.8944, 0.8944], 1.0)
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -66,6 +112,7 @@ __all__ = [
     "NonFiniteGradientError",
     "global_norm",
     "sam_perturbation",
+    "adaptive_perturbation",
     "preconditioned_perturbation",
     "adam_preconditioner",
     "angle_combine",
@@ -95,12 +142,23 @@ class NonFiniteGradientError(FloatingPointError):
 
 
 def global_norm(tensors: Iterable[torch.Tensor | None]) -> torch.Tensor:
-    """``‖(t_1, ..., t_n)‖₂`` over all tensors together, as a float64 scalar (``None`` skipped)."""
+    """``‖(t_1, ..., t_n)‖₂`` over all tensors together, as a float64 scalar (``None`` skipped).
+
+    Each tensor's norm is taken in its own precision, except bf16/fp16 tensors, whose norms are
+    accumulated and returned in float32 (a bf16 norm keeps only 3 significant digits).
+    """
     present = [t.detach() for t in tensors if t is not None]
     if not present:
         return torch.zeros((), dtype=torch.float64)
-    norms = torch._foreach_norm(present)
-    return torch.linalg.vector_norm(torch.stack([n.to(torch.float64) for n in norms]))
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for t in present:
+        by_dtype.setdefault(t.dtype, []).append(t)
+    norms = []
+    for dtype, group in by_dtype.items():
+        low = dtype in (torch.bfloat16, torch.float16)
+        norms += torch._foreach_norm(group, 2, dtype=torch.float32 if low else None)
+    device = norms[0].device
+    return torch.linalg.vector_norm(torch.stack([n.to(device, torch.float64) for n in norms]))
 
 
 def _check_rho(rho) -> float:
@@ -135,6 +193,38 @@ def sam_perturbation(grads: Sequence[torch.Tensor | None], rho: float) -> list[t
     rho = _check_rho(rho)
     scale = _scale(global_norm(grads), rho)
     return [None if g is None else g.detach() * scale for g in grads]
+
+
+def adaptive_perturbation(
+    grads: Sequence[torch.Tensor | None], params: Sequence[torch.Tensor], rho: float
+) -> list[torch.Tensor | None]:
+    """ASAM ascent step ``e = ρ T²g/‖Tg‖₂`` with ``T = |θ|`` element-wise (Kwon et al. 2021).
+
+    The maximiser of ``gᵀe`` over ``‖T⁻¹e‖₂ <= ρ``, so ``‖T⁻¹e‖₂ = ρ`` (davda54/sam's
+    ``adaptive=True``: ``e = ρ θ² g / ‖|θ| g‖``). Entries with ``θ = 0`` are not perturbed.
+
+    Args:
+        grads: gradients (``None`` entries are passed through as ``None``).
+        params: the parameters ``θ`` (same shapes as ``grads``).
+        rho: the radius ``ρ >= 0`` in the ``T⁻¹``-scaled norm.
+
+    Returns:
+        One perturbation per gradient (detached); ``e = 0`` when ``Tg = 0``.
+
+    Raises:
+        ValueError: for a bad ``rho`` or mismatched lengths.
+    """
+    rho = _check_rho(rho)
+    if len(params) != len(grads):
+        raise ValueError(
+            f"`params` has {len(params)} tensors but `grads` has {len(grads)}; pass the "
+            "parameter of every gradient."
+        )
+    scaled = [None if g is None else g.detach() * p.detach().abs()
+              for g, p in zip(grads, params, strict=True)]  # fmt: skip
+    scale = _scale(global_norm(scaled), rho)
+    return [None if t is None else t.mul_(p.detach().abs()).mul_(scale)
+            for t, p in zip(scaled, params, strict=True)]  # fmt: skip
 
 
 def preconditioned_perturbation(
@@ -216,17 +306,22 @@ def adam_preconditioner(
     return out if any_state else None
 
 
+def _angle_coefficients(w_logit: float, w_func: float) -> tuple[float, float, float]:
+    """ANGLE-SAM's weights of ``(g, g_LSAM, g_FSAM)``: ``(1 − w_l − w_f, w_l, w_f)``."""
+    return 1.0 - w_logit - w_func, w_logit, w_func
+
+
 def angle_combine(
     g: Tensors, g_lsam: Tensors, g_fsam: Tensors, w_logit: float, w_func: float
 ) -> list[torch.Tensor]:
     """ANGLE-SAM gradient ``g + w_logit (g_LSAM − g) + w_func (g_FSAM − g)`` (App. D eq. 19).
 
     ``(0, 1)`` is Functional-SAM, ``(1, 0)`` Logit-SAM and ``(1, 1)`` SAM to first order in ρ;
-    the paper's ``(sin φ, cos φ)`` is :func:`angle_weights`.
+    the paper's ``(sin φ, cos φ)`` is :func:`angle_weights`. (:class:`SAMFamily` accumulates the
+    same sum in ``p.grad``, pass by pass, so that one all-reduce covers it.)
     """
-    c = 1.0 - w_logit - w_func
-    return [c * a + w_logit * b + w_func * f
-            for a, b, f in zip(g, g_lsam, g_fsam, strict=True)]  # fmt: skip
+    c, wl, wf = _angle_coefficients(w_logit, w_func)
+    return [c * a + wl * b + wf * f for a, b, f in zip(g, g_lsam, g_fsam, strict=True)]
 
 
 def angle_weights(phi: float) -> tuple[float, float]:
@@ -295,6 +390,12 @@ def _unpack(out, needs_logits: bool, variant: str):
 # --------------------------------------------------------------------------------------------
 
 
+def _world_size() -> int:
+    """Processes of the default ``torch.distributed`` group (1 when it is not initialized)."""
+    dist = torch.distributed
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
 class SAMFamily(torch.optim.Optimizer):
     """SAM, Functional-SAM, Logit-SAM, ANGLE-SAM and their preconditioned forms, around a base.
 
@@ -314,15 +415,25 @@ class SAMFamily(torch.optim.Optimizer):
         precond_step0: before the base's first step there is no ``M``: ``"identity"`` uses
             ``M = I`` (the plain variant), ``"zero"`` takes the base step without perturbation.
         precond_bias_correction: use ``v̂ = v/(1 − β₂ᵏ)`` (``False``: raw ``v``).
+        adaptive: ASAM's perturbation ``ρ T²g/‖Tg‖``, ``T = |θ|`` (:func:`adaptive_perturbation`;
+            davda54/sam's ``adaptive=True``), for ``"sam"`` and ``"fsam"`` without
+            preconditioning.
         angle_weights: ``(w_logit, w_func)`` for ``"angle_sam"`` (required there, rejected
             elsewhere); ``angle_weights(φ)`` gives the paper's ``(sin φ, cos φ)``.
         rho_warmup_steps: ramp ``ρ_t = ρ · min(1, t/N)`` over the first ``N`` steps (``t`` =
             completed steps; the paper's fix for large-model NaNs). 0: constant ``ρ``.
         nonfinite: on a NaN/inf gradient ``"raise"`` :class:`NonFiniteGradientError` or
             ``"skip"`` the step with a warning (counted in ``skipped_steps``); either way the
-            parameters and the base state are left as they were before the step.
+            parameters and the base state are left as they were before the step. (With an
+            enabled ``grad_scaler`` an overflow is skipped silently, as the scaler would.)
         max_grad_norm: clip the gradient handed to the base optimizer to this global norm.
         track_direction: keep ``g`` to report ``cos(update gradient, g)`` in ``last_info``.
+        sync_perturbation: in a multi-process run, perturb with the all-reduced gradient
+            (``True``, default: equals one process on the whole batch) or with each replica's
+            own (``False``: the SAM paper's per-replica perturbation; needs
+            :meth:`attach_ddp`). See the module docstring.
+        grad_scaler: a ``torch.amp.GradScaler`` for fp16 loss scaling (see the module
+            docstring); the caller still calls ``scaler.update()`` after each step.
 
     Attributes:
         base_optimizer: the base optimizer (its ``param_groups`` are this optimizer's).
@@ -345,11 +456,14 @@ class SAMFamily(torch.optim.Optimizer):
         precond_norm: str = "post",
         precond_step0: str = "identity",
         precond_bias_correction: bool = True,
+        adaptive: bool = False,
         angle_weights: tuple[float, float] | None = None,
         rho_warmup_steps: int = 0,
         nonfinite: str = "raise",
         max_grad_norm: float | None = None,
         track_direction: bool = False,
+        sync_perturbation: bool = True,
+        grad_scaler: Any = None,
         **base_kwargs: Any,
     ) -> None:
         rho = _check_rho(rho)
@@ -378,6 +492,22 @@ class SAMFamily(torch.optim.Optimizer):
             )
         if precond_step0 not in _STEP0:
             raise ValueError(f"unknown `precond_step0` {precond_step0!r}; choose one of {_STEP0}.")
+        for name, flag in (("adaptive", adaptive), ("sync_perturbation", sync_perturbation)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"`{name}` must be True or False; got {flag!r}.")
+        if adaptive and (variant not in ("sam", "fsam") or precondition):
+            raise ValueError(
+                "`adaptive=True` (ASAM) applies to variants 'sam' and 'fsam' without "
+                f"preconditioning; got variant={variant!r}, precondition={precondition}."
+            )
+        if grad_scaler is not None and not all(
+            callable(getattr(grad_scaler, m, None))
+            for m in ("scale", "unscale_", "update", "get_scale", "is_enabled")
+        ):
+            raise TypeError(
+                "`grad_scaler` must be a torch.amp.GradScaler (or None); got "
+                f"{type(grad_scaler).__name__}."
+            )
         if variant == "angle_sam":
             if angle_weights is None:
                 raise ValueError(
@@ -416,16 +546,25 @@ class SAMFamily(torch.optim.Optimizer):
         self.precond_norm = precond_norm
         self.precond_step0 = precond_step0
         self.precond_bias_correction = bool(precond_bias_correction)
+        self.adaptive = adaptive
         self.angle_weights = None if angle_weights is None else tuple(map(float, angle_weights))
         self.rho_warmup_steps = rho_warmup_steps
         self.nonfinite = nonfinite
         self.max_grad_norm = max_grad_norm
         self.track_direction = bool(track_direction)
+        self.sync_perturbation = sync_perturbation
+        self.grad_scaler = grad_scaler
         self.sam_steps = 0
         self.skipped_steps = 0
         self.last_info: dict[str, Any] = {}
         self._pending: list[tuple[Callable | None, torch.Tensor | None, Any]] = []
         self._pass1_norm: float | None = None
+        self._ddp: torch.nn.Module | None = None
+        # davda54-style closures: the gradients this optimizer left in p.grad after its last step
+        # (a gradient not among them was computed by the caller since), and the closure style
+        # seen so far ("forward": ours, "backward": davda54's, None: not yet known)
+        self._left_grads: dict[int, tuple[Any, int]] = {}
+        self._closure_style: str | None = None
 
     # -- small helpers -------------------------------------------------------------------------
     @property
@@ -447,14 +586,88 @@ class SAMFamily(torch.optim.Optimizer):
             return self.rho
         return self.rho * min(1.0, step / self.rho_warmup_steps)
 
+    def attach_ddp(self, model: torch.nn.Module) -> SAMFamily:
+        """Use ``model`` (the ``DistributedDataParallel`` wrapper of these parameters) for sync.
+
+        The optimizer then runs each backward pass that is not the last of its pass under
+        ``model.no_sync()`` (and pass 1 entirely with ``sync_perturbation=False``), so every
+        pass all-reduces once. ``SAMFamilyTrainer`` calls this itself.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            TypeError: when ``model`` has no ``no_sync`` context (is not DDP-wrapped).
+            ValueError: when ``model`` does not hold this optimizer's parameters.
+        """
+        if not isinstance(model, torch.nn.Module) or not callable(getattr(model, "no_sync", None)):
+            raise TypeError(
+                "`model` must be the DistributedDataParallel-wrapped model (it has no_sync()); "
+                f"got {type(model).__name__}."
+            )
+        held = {id(p) for p in model.parameters()}
+        if any(id(p) not in held for p in self._params()):
+            raise ValueError(
+                "`model` does not hold this optimizer's parameters; attach the DDP wrapper of "
+                "the model the optimizer was built on."
+            )
+        self._ddp = model
+        return self
+
+    def _sync(self, sync: bool):
+        """``no_sync()`` of the attached DDP model unless ``sync`` (or in one process)."""
+        if sync or self._ddp is None or _world_size() == 1:
+            return contextlib.nullcontext()
+        return self._ddp.no_sync()
+
+    def _check_distributed(self) -> None:
+        if not self.sync_perturbation and self._ddp is None and _world_size() > 1:
+            raise ValueError(
+                f"`sync_perturbation=False` in a {_world_size()}-process run needs the "
+                "DistributedDataParallel model to keep pass 1 local: call "
+                "optimizer.attach_ddp(ddp_model) first (SAMFamilyTrainer does this)."
+            )
+
+    def _scaling(self) -> bool:
+        """Whether an enabled grad scaler scales the losses."""
+        return self.grad_scaler is not None and self.grad_scaler.is_enabled()
+
+    def _loss_scale(self) -> float:
+        """The grad scaler's current scale (1.0 without an enabled scaler)."""
+        return float(self.grad_scaler.get_scale()) if self._scaling() else 1.0
+
     def _params(self) -> list[torch.Tensor]:
         return [p for g in self.param_groups for p in g["params"]]
 
+    def _scaler_infs(self) -> dict[Any, torch.Tensor]:
+        """The grad scaler's inf checks of this optimizer (recorded when it unscaled pass 1)."""
+        found = getattr(self.grad_scaler, "_found_inf_per_device", None)
+        infs = found(self) if callable(found) else None
+        if not infs:
+            raise RuntimeError(
+                "pass 1's gradient was not unscaled by the grad scaler: with `grad_scaler`, call "
+                "step(closure), or complete first_pass() steps with scaler.step(optimizer) "
+                "(which unscales it before the perturbation's norm is taken)."
+            )
+        return infs
+
+    def _mark_overflow(self) -> None:
+        """Record an overflow for this optimizer in the grad scaler, so ``update()`` backs off."""
+        for t in self._scaler_infs().values():
+            t.fill_(1.0)
+
     def _nonfinite(self, where: str) -> bool:
-        """Handle a non-finite gradient: restore, then raise or warn; True means skip."""
+        """Handle a non-finite gradient: restore, then skip (scaler), raise or warn; True: skip."""
         self._restore()
+        self._drop_g()
         self._pending.clear()
         self.zero_grad(set_to_none=True)
+        self._left_grads = {}
+        if self._scaling():  # an fp16 overflow: the scaler's business, not an error
+            self._mark_overflow()
+            self.skipped_steps += 1
+            self.last_info = {"skipped": True, "overflow": True}
+            return True
         msg = (
             f"non-finite gradient in the {where} of SAM-family step {self.sam_steps} "
             f"(variant {self.variant!r}, rho={self.rho_at(self.sam_steps)}); parameters and "
@@ -482,13 +695,33 @@ class SAMFamily(torch.optim.Optimizer):
             if theta is not None:
                 p.copy_(theta)
 
+    def _drop_g(self) -> None:
+        for p in self._params():
+            self.state[p].pop("g", None)
+
+    def _remember_grads(self) -> None:
+        self._left_grads = {id(p): (weakref.ref(p.grad), p.grad._version)
+                            for p in self._params() if p.grad is not None}  # fmt: skip
+
+    def _fresh_gradient(self) -> bool:
+        """Whether ``p.grad`` holds a non-zero gradient computed since our last step (davda54)."""
+        grads = []
+        fresh = False
+        for p in self._params():
+            if p.grad is None:
+                continue
+            grads.append(p.grad)
+            left = self._left_grads.get(id(p))
+            fresh |= left is None or left[0]() is not p.grad or left[1] != p.grad._version
+        return fresh and float(global_norm(grads)) > 0
+
     # -- the two halves (also usable by hand for SAM/PSAM) --------------------------------------
     @torch.no_grad()
     def first_step(self, zero_grad: bool = False) -> bool:
         """Climb to ``θ + e`` from the gradient in ``p.grad`` (accumulated over micro-batches).
 
         Saves a copy of ``θ`` (restored exactly by :meth:`second_step`). Returns False when the
-        step was skipped for a non-finite gradient (``nonfinite="skip"``).
+        step was skipped for a non-finite gradient (``nonfinite="skip"``, or a scaler overflow).
         """
         params = [p for p in self._params() if p.grad is not None]
         grads = [p.grad for p in params]
@@ -506,7 +739,10 @@ class SAMFamily(torch.optim.Optimizer):
             )
             if minv is None and self.precond_step0 == "zero":
                 rho = 0.0
-        e = preconditioned_perturbation(grads, rho, minv, mode=self.precond_norm)
+        if self.adaptive:
+            e = adaptive_perturbation(grads, params, rho)
+        else:
+            e = preconditioned_perturbation(grads, rho, minv, mode=self.precond_norm)
         self.last_info = {
             "rho": rho,
             "grad_norm": float(global_norm(grads)),
@@ -541,13 +777,13 @@ class SAMFamily(torch.optim.Optimizer):
         if self.track_direction:
             gs = [self.state[p].get("g", torch.zeros_like(p)) for p in with_grad]
             self.last_info["cosine"] = cosine_similarity([p.grad for p in with_grad], gs)
-        for p in params:
-            self.state[p].pop("g", None)
+        self._drop_g()
         self.base_optimizer.step()
         self.sam_steps += 1
         self.last_info.setdefault("skipped", False)
         if zero_grad:
             self.zero_grad(set_to_none=True)
+        self._remember_grads()
         return True
 
     # -- the driver ------------------------------------------------------------------------------
@@ -567,18 +803,23 @@ class SAMFamily(torch.optim.Optimizer):
         ``(loss, logits)``) for :meth:`step`. ``rng_state`` is the RNG state from just before
         this micro-batch's forward (replayed in the later passes).
 
+        Several processes: whether this backward all-reduces is the caller's choice (run it
+        under ``no_sync()`` for ``sync_perturbation=False``; for ``True`` let the last
+        micro-batch's backward synchronise, as the Trainer does).
+
         Args:
             loss: this micro-batch's (already scaled) loss at ``θ``.
             logits: the logits it was computed from (every variant but SAM needs them).
             closure: re-evaluates the micro-batch; required.
             rng_state: RNG state before the forward (default: the current state).
             backward: how to backpropagate the loss (default ``loss.backward()``; e.g. an
-                ``accelerate`` ``Accelerator.backward``).
+                ``accelerate`` ``Accelerator.backward``, which applies an fp16 loss scale).
         """
         if closure is None or not callable(closure):
             raise TypeError(
                 "`closure` (re-evaluates the micro-batch, returning (loss, logits)) is required."
             )
+        self._check_distributed()
         loss, logits = _unpack((loss, logits), self.needs_logits, self.variant)
         keep_r = self.variant in ("fsam", "angle_sam")
         if keep_r:
@@ -586,10 +827,17 @@ class SAMFamily(torch.optim.Optimizer):
         (backward or torch.Tensor.backward)(loss)
         r = None
         if keep_r:
+            if logits.grad is None:
+                raise ValueError(
+                    f"variant {self.variant!r}: the loss does not depend on the logits passed "
+                    "with it (no gradient reached them); pass the logits the loss was computed "
+                    "from (under autocast, not a float32 copy made after the loss)."
+                )
             r = logits.grad.detach()
             logits.grad = None
-        if self.variant == "angle_sam":
-            self._pass1_norm = float(global_norm([p.grad for p in self._params()]))
+        if self.variant == "angle_sam":  # in unscaled units (an fp16 scale is undone later)
+            grads = [p.grad for p in self._params()]
+            self._pass1_norm = float(global_norm(grads)) / self._loss_scale()
         self._pending.append((closure, r, rng_state if rng_state is not None else _rng_state()))
 
     def step(self, closure=None):  # type: ignore[override]
@@ -598,57 +846,115 @@ class SAMFamily(torch.optim.Optimizer):
         Args:
             closure: a callable returning ``(loss, logits)`` without calling backward (see the
                 module docstring), or a list of them (micro-batches, losses already scaled).
-                ``None`` completes a step whose first passes were recorded with
+                For plain SAM/ASAM also a davda54/sam closure (calls backward, returns the
+                loss). ``None`` completes a step whose first passes were recorded with
                 :meth:`first_pass` (the Hugging Face adapter does this).
 
         Returns:
-            The summed first-pass loss (detached) when closures were given, else None.
+            The summed first-pass loss (detached) when closures were given (for a davda54
+            closure, what it returned at ``θ + e``), else None.
         """
-        total = None
-        if closure is not None:
-            closures = [closure] if callable(closure) else list(closure)
-            if not closures or not all(callable(c) for c in closures):
-                raise TypeError("`closure` must be a callable or a non-empty list of callables.")
-            self._pending.clear()
-            self._pass1_norm = None
-            self.zero_grad(set_to_none=True)
-            for i, c in enumerate(closures):
-                rng = _rng_state()
+        if closure is None:
+            if not self._pending:
+                raise RuntimeError(
+                    "SAMFamily.step needs a `closure` (returning (loss, logits)), or first "
+                    "passes recorded with first_pass(); or call first_step()/second_step() "
+                    "yourself."
+                )
+            self._finish()
+            return None
+        closures = [closure] if callable(closure) else list(closure)
+        if not closures or not all(callable(c) for c in closures):
+            raise TypeError("`closure` must be a callable or a non-empty list of callables.")
+        self._check_distributed()
+        davda54_ok = self.variant == "sam" and len(closures) == 1
+        if davda54_ok and self._closure_style != "forward" and self._fresh_gradient():
+            done, out = self._davda54_step(closures[0])
+            if done:
+                return out
+        self._pending.clear()
+        self._pass1_norm = None
+        self.zero_grad(set_to_none=True)
+        scaler = self.grad_scaler if self._scaling() else None
+        backward = None if scaler is None else (lambda t: scaler.scale(t).backward())
+        total, last = None, len(closures) - 1
+        for i, c in enumerate(closures):
+            rng = _rng_state()
+            with self._sync(self.sync_perturbation and i == last):
                 with torch.enable_grad():
                     out = c()
+                if i == 0 and any(p.grad is not None for p in self._params()):
+                    if not davda54_ok:
+                        raise RuntimeError(
+                            "the closure called backward(): a SAM-family closure must only run "
+                            "the forward pass and return (loss, logits); the optimizer runs "
+                            "backward (a davda54/sam closure works with variant 'sam', one "
+                            "closure per step)."
+                        )
+                    return self._davda54_step(c)[1]  # its gradient at θ is now in p.grad
+                self._closure_style = "forward"
                 loss, logits = _unpack(out, self.needs_logits, self.variant)
                 if not self.needs_logits:  # SAM: holding the logits would only cost memory
                     out = logits = None
-                if i == 0 and any(p.grad is not None for p in self._params()):
-                    raise RuntimeError(
-                        "the closure called backward(): a SAM-family closure must only run the "
-                        "forward pass and return (loss, logits); the optimizer runs backward."
-                    )
-                self.first_pass(loss, logits, closure=c, rng_state=rng)
-                total = loss.detach() if total is None else total + loss.detach()
-                del out, loss, logits  # pass 1's logits must not live through pass 2
-        if not self._pending:
-            raise RuntimeError(
-                "SAMFamily.step needs a `closure` (returning (loss, logits)), or first passes "
-                "recorded with first_pass(); or call first_step()/second_step() yourself."
-            )
+                self.first_pass(loss, logits, closure=c, rng_state=rng, backward=backward)
+            total = loss.detach() if total is None else total + loss.detach()
+            del out, loss, logits  # pass 1's logits must not live through pass 2
+        if scaler is not None:
+            scaler.unscale_(self)  # pass 1's gradient unscaled (and checked) before its norm
         self._finish()
         return total
 
+    def _davda54_step(self, closure) -> tuple[bool, Any]:
+        """davda54/sam's step: climb from the gradient in ``p.grad``, one closure call at θ + e.
+
+        Returns ``(done, closure's return)``; ``done`` is False (nothing changed) when the
+        closure turns out to be ours (it ran no backward at ``θ + e``).
+        """
+        if self._scaling() or (not self.sync_perturbation and _world_size() > 1):
+            raise ValueError(
+                "a davda54/sam closure runs its own backward, which the optimizer can neither "
+                "loss-scale nor keep local: with `grad_scaler` or sync_perturbation=False use "
+                "the (loss, logits) closure protocol."
+            )
+        self._pass1_norm = None
+        if not self.first_step(zero_grad=True):
+            return True, None
+        try:
+            with torch.enable_grad():
+                out = closure()
+        except BaseException:
+            self._restore()
+            self._drop_g()
+            raise
+        if not any(p.grad is not None for p in self._params()):  # our protocol after all
+            self._restore()
+            self._drop_g()
+            self._closure_style = "forward"
+            return False, None
+        self._closure_style = "backward"
+        self.second_step()
+        return True, out.detach() if isinstance(out, torch.Tensor) else out
+
     def _finish(self) -> None:
         pending, self._pending = self._pending, []
-        backward = torch.Tensor.backward
+        if self._scaling():
+            self._scaler_infs()  # unscale before the norm, or a clear error
         try:
             if not self.first_step(zero_grad=True):
                 return
+            s = self._loss_scale()
+            three = self.variant in ("lsam", "angle_sam")
+            last = len(pending) - 1
             r_tilde = []
-            for c, r, rng in pending:  # pass 2 at θ + e
+            for i, (c, r, rng) in enumerate(pending):  # pass 2 at θ + e
                 _set_rng_state(rng)
-                with torch.enable_grad():
+                with self._sync(not three and i == last), torch.enable_grad():
                     loss, logits = _unpack(c(), self.needs_logits, self.variant)
+                    if s != 1.0:
+                        loss = loss * s
                     if self.variant == "sam":
                         logits = None
-                        backward(loss)
+                        loss.backward()
                     elif self.variant == "fsam":
                         del loss  # frees the loss graph (e.g. log-softmax) before the VJP
                         torch.autograd.backward(logits, r)
@@ -659,39 +965,44 @@ class SAMFamily(torch.optim.Optimizer):
                             torch.autograd.grad(loss, logits, retain_graph=True)[0].detach()
                         )
                         torch.autograd.backward(logits, r)
-                loss = None
-                del loss, logits
-            if self.variant in ("lsam", "angle_sam"):
-                self._restore()
-                params = self._params()
-                g_fsam = [p.grad for p in params]
-                for p in params:
-                    p.grad = None
-                for (c, _, rng), rt in zip(pending, r_tilde, strict=True):  # pass 3 at θ
+                    loss = None
+                    del loss, logits
+            if three:
+                w_logit = self._angle_preload(s) if self.variant == "angle_sam" else 1.0
+                self._restore()  # pass 3 at θ: p.grad += w_logit J(θ)ᵀ r̃
+                for i, ((c, _, rng), rt) in enumerate(zip(pending, r_tilde, strict=True)):
                     _set_rng_state(rng)
-                    with torch.enable_grad():
+                    with self._sync(i == last), torch.enable_grad():
                         _, logits = _unpack(c(), True, self.variant)
-                        torch.autograd.backward(logits, rt)
+                        torch.autograd.backward(logits, rt if w_logit == 1.0 else rt * w_logit)
                     del logits
-                if self.variant == "angle_sam":
-                    self._combine_angle(params, g_fsam)
+            if s != 1.0:
+                grads = [p.grad for p in self._params() if p.grad is not None]
+                torch._foreach_mul_(grads, 1.0 / s)
             self.second_step()
         except BaseException:
             self._restore()
+            self._drop_g()
             raise
         finally:
             self._pass1_norm = None
 
     @torch.no_grad()
-    def _combine_angle(self, params, g_fsam) -> None:
-        w_logit, w_func = self.angle_weights
-        for p, gf in zip(params, g_fsam, strict=True):
+    def _angle_preload(self, scale: float) -> float:
+        """``p.grad ← scale·c·g + w_func·p.grad`` (``p.grad`` = ``g_FSAM``); returns ``w_logit``.
+
+        Pass 3 then adds ``w_logit J(θ)ᵀ r̃`` to ``p.grad``, completing :func:`angle_combine`'s
+        sum in place (one all-reduce, on pass 3's last backward, covers all three terms).
+        """
+        c, w_logit, w_func = _angle_coefficients(*self.angle_weights)
+        for p in self._params():
             g = self.state[p].get("g")
             if g is None:
                 continue
-            gl = p.grad if p.grad is not None else torch.zeros_like(p)
-            gf = gf if gf is not None else torch.zeros_like(p)
-            p.grad = angle_combine([g], [gl], [gf], w_logit, w_func)[0]
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            p.grad.mul_(w_func).add_(g, alpha=scale * c)
+        return w_logit
 
     # -- checkpointing -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:  # type: ignore[override]

@@ -222,3 +222,59 @@ def test_hf_llama_lora_tau_fractions():
     assert tau.tau_logit + tau.tau_func + tau.tau_cross == pytest.approx(1.0, abs=1e-12)
     # Llama computes its rotary tables in float32 even in a float64 model: float32-level residual
     assert tau.check_residual < 1e-6
+
+
+def test_check_residual_reacts_to_a_wrong_functional_part(monkeypatch):
+    """Negative control: the independent-HVP check must flag a wrong δ_func (a check that stayed
+    at 0 whatever the split would let a broken τ through)."""
+    net = make_net()
+    x, y = make_data()
+    params, logits_fn = dg.functionalize(net, x)
+    loss = dg.cross_entropy_loss(y)
+    good = dg.tau_fractions(logits_fn, loss, params, check=True)
+    assert good.check_residual < 1e-10
+    real = dg.hvp
+
+    def off_by_ten_percent(f, p, v):  # δ_func comes from the surrogate's HVP
+        out = real(f, p, v)
+        return {k: 1.1 * t for k, t in out.items()} if f.__name__ == "surrogate" else out
+
+    monkeypatch.setattr(dg, "hvp", off_by_ten_percent)
+    bad = dg.tau_fractions(logits_fn, loss, params, check=True)
+    # ‖0.1 δ_func‖/‖H_L ε*‖ with τ_func ≈ this net's share: far above rounding
+    assert bad.check_residual == pytest.approx(0.1 * math.sqrt(good.tau_func), rel=0.2)
+    assert bad.check_residual > 1e-3
+
+
+def test_hessian_traces_of_a_network_with_a_functional_part_match_the_same_probes_by_hand():
+    """On TinyNet (H_F ≠ 0; the linear-softmax test has H_F = 0, where tr(H_L − H_G) and
+    tr(H_G − H_L) agree): the estimates equal the explicit matrices on the same Rademacher
+    probes (the generator replayed), to rounding."""
+    net = make_net()
+    x, y = make_data()
+    _, H_L, H_G = _explicit(net, x, y)
+    params, logits_fn = dg.functionalize(net, x)
+    probes, seed = 20, 3
+    tr = dg.hessian_traces(logits_fn, dg.cross_entropy_loss(y), params, probes=probes, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    zs = [torch.randint(0, 2, (H_L.shape[0],), generator=gen).double() * 2 - 1
+          for _ in range(probes)]  # fmt: skip
+    ql = torch.tensor([float(z @ H_L @ z) for z in zs], dtype=torch.float64)
+    qg = torch.tensor([float(z @ H_G @ z) for z in zs], dtype=torch.float64)
+    assert tr["tr_H_L"] == pytest.approx(float(ql.mean()), rel=1e-9)
+    assert tr["tr_H_G"] == pytest.approx(float(qg.mean()), rel=1e-9)
+    assert tr["tr_H_F"] == pytest.approx(float((ql - qg).mean()), rel=1e-8)
+    assert tr["se_H_F"] == pytest.approx(float((ql - qg).std() / math.sqrt(probes)), rel=1e-8)
+    assert abs(tr["tr_H_F"]) > 0.05 * abs(tr["tr_H_G"])  # the functional part is not 0 here
+
+
+def test_lanczos_keeps_ritz_values_inside_the_spectrum_with_a_repeated_eigenvalue():
+    """40 copies of λ = 1 and 80 eigenvalues down to 1e-15, the full Krylov dimension: without
+    the second reorthogonalization the lost orthogonality makes ghost Ritz values (up to 40)."""
+    g = torch.Generator().manual_seed(0)
+    spec = torch.cat([torch.ones(40), torch.logspace(-1, -15, 80)]).double()
+    Q, _ = torch.linalg.qr(torch.randn(120, 120, generator=g, dtype=torch.float64))
+    A = Q @ torch.diag(spec) @ Q.T
+    ritz = dg.lanczos(lambda v: A @ v, 120, iters=120)
+    assert float(ritz.max()) == pytest.approx(1.0, abs=1e-12)
+    assert float(ritz.min()) > -1e-12

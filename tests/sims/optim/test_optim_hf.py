@@ -1,4 +1,5 @@
-"""SAMFamilyTrainer: the Hugging Face Trainer with the SAM family, gradient accumulation too."""
+"""SAMFamilyTrainer: the Hugging Face Trainer with the SAM family: gradient accumulation, bf16 and
+fp16 mixed precision, refused configurations. (Several processes: test_optim_distributed.py.)"""
 
 import copy
 import subprocess
@@ -147,24 +148,196 @@ def test_trainer_pass_counts_with_accumulation(tmp_path):
     assert counts["f"] == 2 * 4  # pass 1 and pass 2 of each of the 4 micro-batches
 
 
-def test_fp16_is_refused_with_a_clear_message(tmp_path):
-    model = _model().float()
-    opt = build_optimizer("fsam", model, lr=0.05)
-    args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[],
-                                          max_steps=1, per_device_train_batch_size=4)  # fmt: skip
-    trainer = SAMFamilyTrainer(model=model, args=args, train_dataset=_Tokens(),
-                               optimizers=(opt, None))  # fmt: skip
-    trainer.args.fp16 = True  # as if requested (fp16 itself is unavailable on this CPU build)
-    before = copy.deepcopy(model.state_dict())
-    with pytest.raises(ValueError, match="fp16 loss scaling"):
-        trainer.training_step(model, {"input_ids": _Tokens().ids[:2], "labels": _Tokens().ids[:2]})
-    for k, v in model.state_dict().items():
-        assert torch.equal(before[k], v)
-
-
 def test_without_transformers_the_import_names_the_extra():
     code = _PRELUDE + "import sims.optim.hf\n"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=REPO, timeout=120)  # fmt: skip
     assert proc.returncode != 0
     assert "needs the `llm` extra" in proc.stderr and "pip install" in proc.stderr
+
+
+# ---------------------------------------------------------------- mixed precision in the Trainer
+
+
+class _Recording:
+    """Mixin: record the gradient the base optimizer receives at every step."""
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.received = []
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        self.received.append(torch.cat([p.grad.flatten().clone() for g in self.param_groups
+                                        for p in g["params"] if p.grad is not None]))  # fmt: skip
+        return super().step(closure)
+
+
+class _RecSGD(_Recording, torch.optim.SGD):
+    pass
+
+
+class _RecAdamW(_Recording, torch.optim.AdamW):
+    pass
+
+
+class _Counted(_Tokens):
+    """Labels -100 at position 0 (never a target after the shift), so the Trainer's count of
+    labelled tokens (``num_items_in_batch``, taken before the shift) equals the loss's."""
+
+    def __getitem__(self, i):
+        labels = self.ids[i].clone()
+        labels[0] = -100
+        return {"input_ids": self.ids[i], "labels": labels}
+
+
+def _gpt2():
+    """A tiny GPT-2 (tied head, no dropout): float32 master weights, as the Trainer keeps them."""
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=64, n_positions=16,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # fmt: skip
+    return transformers.GPT2LMHeadModel(cfg)
+
+
+AMP = {
+    "sam": dict(variant="sam"),
+    "fsam": dict(variant="fsam"),
+    "lsam": dict(variant="lsam"),
+    "angle_sam": dict(variant="angle_sam", angle_weights=(0.3, 0.8)),
+    "asam": dict(variant="sam", adaptive=True, rho=2.0),  # ASAM's ρ is in units of |θ|
+    "psam": dict(variant="sam", precondition=True),
+    "pfsam": dict(variant="fsam", precondition=True),
+}
+
+
+def _amp_opt(model, name, rho=None):
+    kw = dict(AMP[name])
+    default = kw.pop("rho", 0.2)
+    rho = default if rho is None else rho
+    if kw.get("precondition"):  # eps 1e-3 keeps M⁻¹ bounded (a 1e-8 eps makes M⁻¹g ≈ sign(g))
+        return SAMFamily(model.parameters(), _RecAdamW, rho, lr=1e-3, eps=1e-3, **kw)
+    return SAMFamily(model.parameters(), _RecSGD, rho, lr=0.1, **kw)
+
+
+def _amp_trainer(tmp_path, name, mode, *, scaler=None, hook=None, steps=2):
+    model = _gpt2()
+    if hook is not None:
+        model.register_forward_hook(hook)
+    opt = _amp_opt(model, name)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / f"{name}-{mode}"), per_device_train_batch_size=N,
+        max_steps=steps, report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
+        seed=0, disable_tqdm=True, dataloader_num_workers=0, **{mode: True},
+    )  # fmt: skip
+    trainer = SAMFamilyTrainer(model=model, args=args, train_dataset=_Counted(),
+                               optimizers=(opt, None))  # fmt: skip
+    if scaler is not None:  # accelerate turns fp16 off on a CPU: hand it a CPU scaler + autocast
+        trainer.accelerator.scaler, trainer.accelerator.native_amp = scaler, True
+    trainer.train()
+    return opt
+
+
+def _amp_reference(name, rho=None, steps=2):
+    """float32, no Trainer: the same steps on the whole batch (the Trainer's batch is all of it)."""
+    model = _gpt2()
+    opt = _amp_opt(model, name, rho)
+    batch = torch.utils.data.default_collate([_Counted()[i] for i in range(N)])
+    for _ in range(steps):
+        opt.step(lambda: (lambda out: (out.loss, out.logits))(model(**batch)))
+    return opt.base_optimizer.received
+
+
+def _rel(a, b):
+    return max(float((x - y).norm() / y.norm()) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("name", list(AMP))
+def test_bf16_trainer_runs_every_variant_within_tolerance_of_float32(tmp_path, name):
+    """bf16=True (CPU autocast): each step's SAM-family gradient within 4e-2 of float32's.
+
+    Before the fix every variant but SAM crashed (accelerate returns a float32 copy of the
+    logits made after the loss). bf16's unit roundoff is 3.9e-3; measured errors (tiny GPT-2,
+    2 steps) are 4.1e-3 (ASAM) to 7.0e-3 (SAM), 1.1e-2 and 1.9e-2 for PFSAM and PSAM (M⁻¹
+    amplifies), while ρ moves the gradient by 0.16 (LSAM) to 1.3 (checked below: the logit path
+    must be the right one, not merely run).
+    """
+    ref = _amp_reference(name)
+    opt = _amp_trainer(tmp_path, name, "bf16")
+    assert opt.sam_steps == 2
+    assert _rel(opt.base_optimizer.received, ref) < 4e-2
+    assert _rel(_amp_reference(name, rho=0.0), ref) > 0.1
+
+
+@pytest.mark.parametrize("name", ["sam", "fsam", "angle_sam"])
+def test_fp16_trainer_with_a_grad_scaler_within_tolerance_of_float32(tmp_path, name):
+    """fp16 + the Trainer's GradScaler (scale 2^12): within 5e-3 of float32 (measured 7.8e-4 to
+    8.2e-4; fp16's unit roundoff is 4.9e-4).
+
+    Pass 1 is scaled by ``accelerator.backward`` and unscaled by the Trainer's clip; the later
+    passes are scaled and unscaled by the optimizer; an unscaled pass would be 4096x off.
+    """
+    ref = _amp_reference(name)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**12)
+    opt = _amp_trainer(tmp_path, name, "fp16", scaler=scaler)
+    assert opt.grad_scaler is scaler and opt.sam_steps == 2 and scaler.get_scale() == 2.0**12
+    assert _rel(opt.base_optimizer.received, ref) < 5e-3
+
+
+def test_fp16_trainer_overflow_in_pass_one_skips_that_window_only(tmp_path):
+    calls = {"n": 0}
+
+    def overflow_first_call(module, args, out):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            out.logits.mul_(float("inf"))
+            out.loss.mul_(float("inf"))
+        return out
+
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**12)
+    opt = _amp_trainer(tmp_path, "fsam", "fp16", scaler=scaler, hook=overflow_first_call)
+    # window 1: pass 1 only (the scaler skips the step); window 2: passes 1 and 2 of its own
+    # micro-batch only (the skipped window's queued micro-batch is dropped)
+    assert calls["n"] == 1 + 2
+    assert opt.sam_steps == 1 and scaler.get_scale() == 2.0**11
+
+
+def test_logits_the_loss_was_not_computed_from_are_refused(tmp_path):
+    class Detached(_NoKwargsLM):
+        def forward(self, input_ids, labels=None):
+            out = super().forward(input_ids, labels)
+            out["logits"] = out["logits"].detach().requires_grad_(True)
+            return out
+
+    torch.manual_seed(0)
+    model = Detached()
+    opt = build_optimizer("fsam", model, lr=0.05)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[],
+                                          max_steps=1, per_device_train_batch_size=4)  # fmt: skip
+    trainer = SAMFamilyTrainer(model=model, args=args, train_dataset=_Tokens(),
+                               optimizers=(opt, None))  # fmt: skip
+    ids = _Tokens().ids[:2]
+    trainer.current_gradient_accumulation_steps = 1
+    with pytest.raises(ValueError, match="does not depend on the model's returned logits"):
+        trainer.training_step(model, {"input_ids": ids, "labels": ids})
+
+
+@pytest.mark.parametrize("what", ["is_fsdp_enabled", "is_deepspeed_enabled", "dataparallel"])
+def test_sharded_and_single_process_multi_gpu_setups_are_refused(tmp_path, what, monkeypatch):
+    model = _model().float()
+    opt = build_optimizer("fsam", model, lr=0.05)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[],
+                                          max_steps=1, per_device_train_batch_size=4)  # fmt: skip
+    trainer = SAMFamilyTrainer(model=model, args=args, train_dataset=_Tokens(),
+                               optimizers=(opt, None))  # fmt: skip
+    if what == "dataparallel":
+        monkeypatch.setattr(type(args), "n_gpu", property(lambda self: 2))
+        match = "DataParallel over 2 GPUs"
+    else:
+        monkeypatch.setattr(trainer, what, True)
+        match = {"is_fsdp_enabled": "FSDP", "is_deepspeed_enabled": "DeepSpeed"}[what]
+    before = copy.deepcopy(model.state_dict())
+    ids = _Tokens().ids[:2]
+    with pytest.raises(ValueError, match=match):
+        trainer.training_step(model, {"input_ids": ids, "labels": ids})
+    for k, v in model.state_dict().items():
+        assert torch.equal(before[k], v)

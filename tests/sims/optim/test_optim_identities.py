@@ -246,7 +246,8 @@ def test_pfsam_step0_identity_fallback_is_fsam_and_zero_fallback_is_adamw():
 
 def test_adam_preconditioner_matches_hand_formula_and_bias_correction_matters():
     net = make_net()
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-2, betas=(0.9, 0.9))
+    # distinct betas: with β₁ = β₂ a bias correction by the wrong β could not show
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-2, betas=(0.8, 0.95))
     params = list(net.parameters())
     assert ts.adam_preconditioner(opt, params) is None  # before the first step
     for _ in range(3):

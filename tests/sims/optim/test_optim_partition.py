@@ -112,3 +112,57 @@ def test_muon_update_is_orthogonalized():
     s_g = torch.linalg.svdvals(g)
     assert float(s_g.max() / s_g.min()) > 50
     assert float(s_upd.max() / s_upd.min()) < 3.0  # Newton-Schulz: singular values in ~[0.5, 1.5]
+
+
+class _Custom(torch.nn.Module):
+    """A custom LM: a bare position table and an untied head, neither named like one."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = torch.nn.Embedding(16, 8)
+        self.pos = torch.nn.Parameter(torch.randn(6, 8))
+        self.mix = torch.nn.Linear(8, 8)
+        self.out = torch.nn.Linear(8, 16, bias=False)
+
+    def forward(self, ids):
+        return self.out(torch.tanh(self.mix(self.tok(ids) + self.pos[: ids.shape[-1]])))
+
+
+def test_caller_names_a_position_table_and_an_untied_head():
+    torch.manual_seed(0)
+    model = _Custom()
+    plain = partition_params(model).names
+    assert {"pos", "out.weight"} <= set(plain["hidden"])  # unrecognisable: Muon's by default
+    named = partition_params(model, embeddings=["pos"], head="out").names
+    assert named["hidden"] == ["mix.weight"]
+    assert sorted(named["embeddings"]) == ["pos", "tok.weight"] and named["head"] == ["out.weight"]
+    same = partition_params(model, embeddings=[model.pos], head=[model.out.weight]).names
+    assert same == named
+    opt = build_optimizer("muon", model, lr=1e-2, embeddings=["pos"], head=["out"])
+    muon = [p for g in opt.param_groups if g["muon"] for p in g["params"]]
+    assert len(muon) == 1 and muon[0] is model.mix.weight
+    # Muon's momentum buffer only on the hidden matrix; the table gets AdamW's moments
+    model(torch.randint(0, 16, (2, 5))).sum().backward()
+    opt.step()
+    assert "exp_avg" in opt.state[model.pos] and "momentum_buffer" in opt.state[model.mix.weight]
+    with pytest.raises(ValueError, match="`embeddings` names 'position'"):
+        partition_params(model, embeddings=["position"])
+    with pytest.raises(ValueError, match="same parameter"):
+        partition_params(model, embeddings=["pos"], head=["pos"])
+    with pytest.raises(ValueError, match="not a parameter of `model`"):
+        partition_params(model, head=[torch.nn.Parameter(torch.ones(2, 2))])
+
+
+def test_muon_defaults_are_the_documented_ones():
+    """weight decay 0 and match_rms_adamw, unlike torch.optim.Muon (0.1, original scaling)."""
+    import inspect
+
+    torch_defaults = inspect.signature(torch.optim.Muon.__init__).parameters
+    assert torch_defaults["weight_decay"].default == 0.1
+    assert torch_defaults["adjust_lr_fn"].default is None
+    ours = inspect.signature(MuonAdamW.__init__).parameters
+    assert ours["weight_decay"].default == 0.0
+    assert ours["adjust_lr_fn"].default == "match_rms_adamw"
+    opt = build_optimizer("muon", _llama(tie=False), lr=1e-3)
+    assert opt.muon.defaults["adjust_lr_fn"] == "match_rms_adamw"
+    assert all(g["weight_decay"] == 0.0 for g in opt.param_groups)
