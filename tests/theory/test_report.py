@@ -83,8 +83,9 @@ def test_errata_and_caveats_are_visible(fake_claims):
 def test_list_and_unknown(capsys):
     assert cli.main(["--list"]) == 0
     assert "lemma41_as_printed" in capsys.readouterr().out
-    assert cli.main(["--claim", "lemma41_as_printd", "--no-write"]) == 2
-    assert "Did you mean" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--claim", "lemma41_as_printd", "--no-write"])
+    assert exc.value.code == 2 and "Did you mean" in capsys.readouterr().err
 
 
 def test_help_exits_cleanly(capsys):
@@ -102,10 +103,11 @@ def test_bad_out_fails_before_any_check(tmp_path, capsys, monkeypatch, kind):
     afile = tmp_path / "afile"
     afile.write_text("x")
     out = {"proc": "/proc/x", "existing_file": str(afile), "under_a_file": str(afile / "sub")}
-    rc = cli.main(["--claim", "thm44_step1_monotone", "--out", out[kind]])
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--claim", "thm44_step1_monotone", "--out", out[kind]])
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2
-    assert len(err) == 1 and err[0].startswith("error: `--out`")
+    assert exc.value.code == 2
+    assert len(err) == 1 and err[0].startswith("python -m theory: error: `--out`")
 
 
 def test_crashing_check_gives_nonzero_exit(tmp_path, capsys):

@@ -52,7 +52,9 @@ def test_cli_train_quick_prints_and_saves_the_run(tmp_path, capsys):
     ],
 )
 def test_cli_bad_values_exit_2_with_one_line(argv, match, capsys):
-    assert main(argv) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
     err = capsys.readouterr().err
     assert match in err and err.count("\n") == 1 and "Traceback" not in err
 
@@ -61,7 +63,9 @@ def test_cli_out_is_an_existing_folder(tmp_path, capsys, monkeypatch):
     import sims.markov.train as T
 
     monkeypatch.setattr(T, "train", lambda *a, **k: pytest.fail("trained before checking"))
-    assert main(["train", "--scale", "quick", "--out", str(tmp_path)]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--scale", "quick", "--out", str(tmp_path)])
+    assert exc.value.code == 2
     assert "is a folder" in capsys.readouterr().err
 
 
@@ -70,13 +74,17 @@ def test_cli_cuda_on_a_cpu_torch(capsys):
 
     if torch.cuda.is_available():
         pytest.skip("this torch has CUDA")
-    assert main(["train", "--scale", "quick", "--device", "cuda"]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--scale", "quick", "--device", "cuda"])
+    assert exc.value.code == 2
     assert "no usable CUDA device" in capsys.readouterr().err
 
 
 def test_cli_bad_markov_scale(monkeypatch, capsys):
     monkeypatch.setenv("MARKOV_SCALE", "bogus")
-    assert main(["train"]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["train"])
+    assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "MARKOV_SCALE='bogus' unknown" in err and err.count("\n") == 1
 
