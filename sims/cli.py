@@ -295,12 +295,30 @@ def _close_progress_bars() -> None:
             pass
 
 
-def _install_sigint_handler(prog: str) -> None:
-    """First Ctrl-C: ``KeyboardInterrupt``, as Python's default; a second one ends the process.
+def _swallowing(frame) -> bool:
+    """Whether an exception raised in ``frame`` would be printed and ignored by Python.
 
-    The second press prints the same line and exits with status 130 at once: a first press can
-    be swallowed (when it lands in a garbage-collection callback) and cleanup can hang.
+    That is the case inside garbage-collection callbacks (JAX registers one) and ``__del__``
+    methods ("Exception ignored in ..."): a Ctrl-C raised there is lost and the run goes on.
     """
+    import gc
+
+    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _install_sigint_handler(prog: str) -> None:
+    """Ctrl-C raises ``KeyboardInterrupt`` (as Python's default), never where it would be lost.
+
+    A press that lands in a garbage-collection callback or a ``__del__`` is delivered again 50 ms
+    later; a second press ends the process at once with the same line and status 130 (for a
+    cleanup that hangs).
+    """
+    import _thread
     import signal
     import threading
 
@@ -315,6 +333,9 @@ def _install_sigint_handler(prog: str) -> None:
             _close_progress_bars()
             print(f"{prog}: error: interrupted", file=sys.stderr, flush=True)
             os._exit(130)
+        if _swallowing(frame):
+            threading.Timer(0.05, _thread.interrupt_main).start()
+            return
         pressed.append(True)
         raise KeyboardInterrupt
 
