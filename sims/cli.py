@@ -311,7 +311,7 @@ def _swallowing(frame) -> bool:
     return False
 
 
-def _install_sigint_handler(prog: str) -> None:
+def _install_sigint_handler(prog: str):
     """Ctrl-C raises ``KeyboardInterrupt`` (as Python's default), never where it would be lost.
 
     A press that lands in a garbage-collection callback or a ``__del__`` is delivered again 50 ms
@@ -323,9 +323,10 @@ def _install_sigint_handler(prog: str) -> None:
     import threading
 
     if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background: keep it
-        return
+        return None
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:  # started in the background: keep it ignored
+        return None
     pressed = []
 
     def handler(signum, frame):
@@ -340,6 +341,7 @@ def _install_sigint_handler(prog: str) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, handler)
+    return previous
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str) -> int:
@@ -350,8 +352,9 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
     resume) and status 130; a ``MemoryError`` that an estimate missed becomes one line and
     status 2. Anything else propagates (a bug deserves its traceback).
 
-    When ``argv`` is ``None`` the command line is the process's own, so after Ctrl-C the process
-    ends at once (``os._exit``) once the line is printed: native thread pools of JAX/XLA (a
+    When ``argv`` is ``None`` the command line is the process's own (``python -m ...``; call
+    ``main(argv)`` with a list in-process), so after Ctrl-C the process ends at once
+    (``os._exit``) once the line is printed: native thread pools of JAX/XLA (a
     compilation still running) or torch otherwise crash during interpreter teardown (a
     segmentation fault after the message). Finished results are already on disk: every file is
     written atomically and ``finally`` blocks have run by then.
@@ -359,8 +362,7 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
     from .extras import MissingExtraError
 
     owner = argv is None  # the process's own command line: this call owns the process
-    if owner:
-        _install_sigint_handler(prog)
+    previous = _install_sigint_handler(prog) if owner else None
     try:
         return main(argv)
     except (UsageError, MissingExtraError) as exc:
@@ -382,3 +384,8 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
                     pass
             os._exit(130)
         fail(message, prog=prog, status=130)
+    finally:
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, previous)

@@ -392,69 +392,68 @@ def test_corrupt_saved_file_is_named(cli, tmp_path, monkeypatch, capsys):
     assert str(path) in line and ("delete it" in line), line
 
 
-# --------------------------------------------------------------------------- shared pieces
+# --------------------------------------------------------------------------- size estimates
 
 
-def test_check_env_registry_names_each_variable(monkeypatch):
-    from sims.cli import ENV_CHECKS, UsageError, check_env
+def _sam_entropy_estimate(argv):
+    import sims.sam_entropy as se
 
-    assert [name for name, _ in ENV_CHECKS][:1] == ["SBT_WORKERS"]
-    check_env()  # nothing set: nothing imported, no error
-    monkeypatch.setenv("MARKOV_SCALE", "huge")
-    with pytest.raises(UsageError, match="MARKOV_SCALE='huge'"):
-        check_env()
-    seen = []
-    check_env([("SBT_TEST_VAR", lambda: seen.append(1))])  # unset: never called
-    monkeypatch.setenv("SBT_TEST_VAR", "x")
-
-    def bad():
-        raise ValueError("SBT_TEST_VAR='x' is not a size")
-
-    with pytest.raises(UsageError, match="SBT_TEST_VAR='x' is not a size"):
-        check_env([("SBT_TEST_VAR", bad)])
-    assert seen == []
+    return se.estimate(se.build_parser().parse_args(argv)).memory
 
 
-def test_check_resources_refuses_and_announces(monkeypatch, capsys):
-    import sims.cli as cli
+def _sosd_toy_estimate(argv):
+    import sims.sosd_toy as st
 
-    monkeypatch.setattr(cli, "machine_memory", lambda: (16_000_000_000, 9_000_000_000))
-    est = cli.Estimate(memory=12e9, seconds=10.0, what="--n 7", fix="lower --n")
-    with pytest.raises(cli.UsageError) as exc:
-        cli.check_resources(est)
-    assert str(exc.value) == (
-        "--n 7 needs about 12 GB of memory (estimate) but this machine has 16 GB (9 GB "
-        "available); lower --n."
-    )
-    assert cli.check_resources(dataclasses.replace(est, memory=8e9)) is False
-    assert capsys.readouterr().err == ""
-    long = dataclasses.replace(est, memory=1e6, seconds=7200.0)
-    assert cli.check_resources(long, prog="demo") is True
-    assert capsys.readouterr().err == (
-        "demo: note: --n 7 takes about 2 h on one core (estimate); progress is shown on stderr, "
-        "Ctrl-C stops it.\n"
-    )
+    a = st.build_parser().parse_args(argv)
+    return st.estimate(st.ToyConfig(n=a.n, d=a.d, steps=a.steps)).memory
 
 
-def test_machine_memory_is_plausible():
-    from sims.cli import machine_memory
+def _markov_ode_estimate(argv):
+    import sims.markov.__main__ as mk
+    from sims.markov.tensor_dynamics import FlowConfig
 
-    total, avail = machine_memory()
-    assert 2**28 < total < 2**50 and 0 <= avail <= total
+    a = mk.build_parser().parse_args(argv)
+    return mk.ode_estimate(FlowConfig(T=a.T, t_max=a.t_max)).memory
 
 
-def test_interrupt_hidden_in_an_import_error_is_an_interrupt(capsys):
-    from sims.cli import run_cli
+#: ``(CLI, argv with {n}, small n, large n, estimate(argv) -> bytes)``: runs of two sizes whose
+#: measured memory difference the estimates must bound (and not overstate 20-fold).
+SIZES = [
+    ("sims.sam_entropy", ["--no-cross-check", "--no-write", "--json", "--dim", "{n}"], 50, 250,
+     _sam_entropy_estimate),
+    ("sims.sosd_toy", ["--d", "8", "--n", "4", "--steps", "{n}", "--out", "{tmp}"], 100, 1000,
+     _sosd_toy_estimate),
+    ("sims.markov ode", ["ode", "--t-max", "10", "--T", "{n}"], 20, 200, _markov_ode_estimate),
+]  # fmt: skip
 
-    def main(argv):
+
+@pytest.mark.parametrize(("cli_id", "argv", "small", "large", "estimate"), SIZES,
+                         ids=[s[0] for s in SIZES])  # fmt: skip
+def test_memory_estimates_bound_the_measured_growth(cli_id, argv, small, large, estimate,
+                                                    tmp_path, capsys):  # fmt: skip
+    """Python/numpy memory (tracemalloc) grows by no more than the estimate between two sizes."""
+    import tracemalloc
+
+    main = _main(BY_ID[cli_id])
+
+    def args(n):
+        return [a.format(n=n, tmp=tmp_path / str(n)) for a in argv]
+
+    def peak(n):
+        tracemalloc.start()
         try:
-            raise KeyboardInterrupt
-        except KeyboardInterrupt as exc:
-            raise ImportError("Encountered an error while initializing the extension.") from exc
+            main(args(n))
+        finally:
+            top = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        return top
 
-    with pytest.raises(SystemExit) as exc:
-        run_cli(main, [], prog="demo")
-    assert exc.value.code == 130 and capsys.readouterr().err == "demo: error: interrupted\n"
+    main(args(small))  # imports and caches first
+    measured = peak(large) - peak(small)
+    capsys.readouterr()
+    estimated = estimate(args(large)) - estimate(args(small))
+    assert measured > 0
+    assert measured <= estimated <= 20 * measured, (measured, estimated)
 
 
 # --------------------------------------------------------------------------- real signals

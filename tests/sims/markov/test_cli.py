@@ -141,3 +141,26 @@ def test_library_never_imports_figures_or_llm_validation():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             for n in names:
                 assert n.split(".")[0] not in ("figures", "llm_validation"), f"{f.name}: {n}"
+
+
+def test_checkpoints_are_checked_before_training(tmp_path, capsys):
+    from sims.io import UnreadableFileError
+    from sims.markov.experiments import minimal_exp
+    from sims.markov.train import load_checkpoint, train
+
+    ckpt = tmp_path / "c.pt"
+    exp = minimal_exp("quick", steps=2)
+    train(exp, checkpoint=ckpt)
+    assert load_checkpoint(ckpt, exp)["step"] == 2
+    with pytest.raises(UnreadableFileError, match="written by a different config"):
+        load_checkpoint(ckpt, minimal_exp("quick", steps=3))
+    data = ckpt.read_bytes()
+    ckpt.write_bytes(data[: len(data) // 2])  # a crash while copying it
+    with pytest.raises(UnreadableFileError, match=rf"checkpoint '{ckpt}' cannot be read"):
+        load_checkpoint(ckpt)
+    ckpt.write_text("12\n")  # "invalid literal for int()" before, without the file's name
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--scale", "quick", "--steps", "2", "--checkpoint", str(ckpt)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(ckpt) in err and "delete it" in err
