@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
-from sims.cli import ArgumentParser, display_path
+from sims.cli import ArgumentParser, add_folder_arguments, check_folders
 from sims.plotting import save_figure
 
 __all__ = [
@@ -138,29 +138,16 @@ def figure_main(
 
     def cli(argv: Sequence[str] | None) -> int:
         from sims.extras import MissingExtraError
-        from sims.io import ensure_writable
 
         parser = ArgumentParser(prog=prog, description=f"{spec.title} ({spec.paper_ref}).")
-        parser.add_argument(
-            "--out",
-            type=Path,
-            default=DEFAULT_OUT,
-            help=f"output folder (default {display_path(DEFAULT_OUT)})",
-        )
-        parser.add_argument(
-            "--results",
-            type=Path,
-            default=DEFAULT_RESULTS,
-            help=f"results folder (default {display_path(DEFAULT_RESULTS)})",
-        )
+        add_folder_arguments(parser, out=DEFAULT_OUT, results=DEFAULT_RESULTS)
         parser.add_argument("--quick", action="store_true", help="small configuration (for tests)")
         parser.add_argument("--recompute", action="store_true",
                             help="recompute the result file even if it exists")  # fmt: skip
         args = parser.parse_args(argv)  # also validates the package's environment variables
         try:
             spec.require()
-            ensure_writable(args.out, kind="dir", arg="--out", create=False)
-            ensure_writable(args.results, kind="dir", arg="--results", create=False)
+            check_folders(args)
         except (MissingExtraError, ValueError) as exc:
             parser.error(str(exc))
         paths = make(args.out, results_dir=args.results, quick=args.quick,

@@ -5,11 +5,9 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
-from sims.cli import ArgumentParser, display_path, run_cli
+from sims.cli import ArgumentParser, add_folder_arguments, check_folders, run_cli
 from sims.extras import EXTRAS
-from sims.io import ensure_writable
 
 from . import DEFAULT_OUT, DEFAULT_RESULTS, discover, figure_map
 
@@ -30,18 +28,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="print the figure map of figures/README.md (a Markdown table) and exit",
     )  # fmt: skip
     parser.add_argument("--only", nargs="+", metavar="NAME", help="render only these figures")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        help=f"output folder (default {display_path(DEFAULT_OUT)})",
-    )
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=DEFAULT_RESULTS,
-        help=f"results folder (default {display_path(DEFAULT_RESULTS)})",
-    )
+    add_folder_arguments(parser, out=DEFAULT_OUT, results=DEFAULT_RESULTS)
     parser.add_argument("--quick", action="store_true", help="small configurations")
     parser.add_argument("--recompute", action="store_true", help="recompute saved results")
     args = parser.parse_args(argv)  # also validates the package's environment variables
@@ -74,8 +61,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             f"install it with: {EXTRAS[spec.extra].install}"
         )
     try:
-        ensure_writable(args.out, kind="dir", arg="--out", create=False)
-        ensure_writable(args.results, kind="dir", arg="--results", create=False)
+        check_folders(args)
     except ValueError as exc:
         parser.error(str(exc))
     for name in missing:

@@ -35,6 +35,8 @@ from typing import NoReturn
 
 __all__ = [
     "ArgumentParser",
+    "add_folder_arguments",
+    "check_folders",
     "ENV_CHECKS",
     "Estimate",
     "LONG_RUN_SECONDS",
@@ -145,6 +147,39 @@ def display_path(path: str | os.PathLike) -> str:
         except ValueError:
             continue
     return str(p)
+
+
+def add_folder_arguments(parser: argparse.ArgumentParser, *, out: Path, results: Path) -> None:
+    """The ``--out`` (rendered figures) and ``--results`` (saved results) folders of a CLI.
+
+    Check them with :func:`check_folders` before any work.
+    """
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=out,
+        help=f"folder for the figures (default {display_path(out)})",
+    )
+    parser.add_argument("--results", type=Path, default=results,
+                        help=f"folder of the saved results, computed when missing (default "
+                             f"{display_path(results)})")  # fmt: skip
+
+
+def check_folders(args: argparse.Namespace) -> None:
+    """Check ``args.out`` and ``args.results`` are writable folders, creating nothing.
+
+    Raises:
+        UsageError: naming the flag and what is wrong (an existing file, no permission).
+    """
+    from .io import ensure_writable
+
+    try:
+        ensure_writable(args.out, kind="dir", arg="--out")
+        ensure_writable(args.results, kind="dir", arg="--results")
+    except UsageError:
+        raise
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- sizes

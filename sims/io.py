@@ -214,7 +214,7 @@ def ensure_writable(
     *,
     kind: str = "file",
     arg: str = "--out",
-    create: bool = True,
+    create: bool = False,
     suffix: str | None = None,
 ) -> Path:
     """Check, before any computation, that a result can be written at ``path``.
@@ -227,9 +227,9 @@ def ensure_writable(
         path: the file (``kind="file"``) or folder (``kind="dir"``) that will be written.
         kind: ``"file"`` or ``"dir"``.
         arg: the argument name to put in the message (``--out``, ``out_dir``).
-        create: create missing folders now. CLIs pass ``False``, so a run refused later (or
-            interrupted before writing) leaves no empty folder behind; every writer of
-            :mod:`sims.io` creates the folder when it writes the first file.
+        create: create missing folders now. By default nothing is created, so a run refused
+            later (or interrupted before writing) leaves no empty folder behind: every writer of
+            :mod:`sims.io` (:func:`atomic_path`) creates the folder with its first file.
         suffix: for ``kind="file"``, the suffix the file must have (``".nc"``); an existing file
             there must then be of that format (a previous result, which the run replaces): any
             other file is refused, so a typo never overwrites a script, a figure or a folder.

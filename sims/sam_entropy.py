@@ -822,7 +822,7 @@ def _main(argv: Sequence[str] | None) -> int:
             )  # fmt: skip
         out: Path = args.out
         if not args.no_write:
-            ensure_writable(out, kind="dir", arg="--out", create=False)
+            ensure_writable(out, kind="dir", arg="--out")
     except UsageError:
         raise
     except (ValueError, TypeError) as err:

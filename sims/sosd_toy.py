@@ -723,7 +723,7 @@ def _main(argv: Sequence[str] | None) -> int:
             )
         if not (math.isfinite(args.eps) and args.eps > 0):
             raise ValueError(f"`--eps` must be positive; got {args.eps!r}.")
-        ensure_writable(args.out, kind="dir", arg="--out", create=False)
+        ensure_writable(args.out, kind="dir", arg="--out")
     except ValueError as err:
         raise UsageError(str(err)) from None
     check_resources(estimate(cfg), prog=PROG)

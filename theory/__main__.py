@@ -62,7 +62,7 @@ def _main(argv: Sequence[str] | None) -> int:
         from sims.io import ensure_writable
 
         try:
-            ensure_writable(args.out, kind="dir", arg="--out", create=False)
+            ensure_writable(args.out, kind="dir", arg="--out")
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     if args.claim:

@@ -21,7 +21,15 @@ import re
 import sys
 from pathlib import Path
 
-from sims.cli import ArgumentParser, Estimate, UsageError, check_resources, display_path, run_cli
+from sims.cli import (
+    ArgumentParser,
+    Estimate,
+    UsageError,
+    add_folder_arguments,
+    check_folders,
+    check_resources,
+    run_cli,
+)
 
 PROG = "python -m sims.linear_attention"
 OPTIMIZERS = {
@@ -204,18 +212,7 @@ def _product_parser(command: str) -> ArgumentParser:
                       "theory, lr-matched control).",
     }[command]  # fmt: skip
     p = ArgumentParser(prog=f"{PROG} {command}", description=what)
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        help=f"folder for the PNGs (default {display_path(DEFAULT_OUT)})",
-    )
-    p.add_argument(
-        "--results",
-        type=Path,
-        default=DEFAULT_RESULTS,
-        help=f"results folder (default {display_path(DEFAULT_RESULTS)})",
-    )
+    add_folder_arguments(p, out=DEFAULT_OUT, results=DEFAULT_RESULTS)
     p.add_argument(
         "--quick",
         action="store_true",
@@ -226,16 +223,12 @@ def _product_parser(command: str) -> ArgumentParser:
 
 
 def _run_product(command: str, argv) -> int:
-    from sims.io import ensure_writable, read_netcdf
+    from sims.io import read_netcdf
 
     from . import products
 
     args = _product_parser(command).parse_args(argv)
-    try:
-        ensure_writable(args.out, kind="dir", arg="--out", create=False)
-        ensure_writable(args.results, kind="dir", arg="--results", create=False)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    check_folders(args)
     kw = dict(results_dir=args.results, quick=args.quick, recompute=args.recompute,
               progress=True)  # fmt: skip
     if command == "figure1":
@@ -356,7 +349,7 @@ def _train(argv) -> int:
         if args.out is not None:
             from sims.io import ensure_writable
 
-            ensure_writable(args.out, kind="file", arg="--out", create=False, suffix=".nc")
+            ensure_writable(args.out, kind="file", arg="--out", suffix=".nc")
         long_run = check_resources(estimate(cfg), prog=PROG)
     except (ValueError, TypeError) as err:
         raise UsageError(_flagify(str(err))) from None

@@ -209,7 +209,7 @@ def _ode(a) -> int:
         cfg = FlowConfig(T=a.T, H=a.H, h=a.h, m=a.m, b0=a.b0, init_std=a.init_std,
                          t_max=a.t_max, seed=a.seed)  # fmt: skip
         if a.out is not None:
-            ensure_writable(a.out, kind="file", arg="--out", create=False, suffix=".nc")
+            ensure_writable(a.out, kind="file", arg="--out", suffix=".nc")
     except UsageError:
         raise
     except (ValueError, TypeError) as e:
@@ -280,9 +280,9 @@ def _train(a) -> int:
         exp = _train_config(a)
         device = check_device(a.device)
         if a.out is not None:
-            ensure_writable(a.out, kind="file", arg="--out", create=False, suffix=".nc")
+            ensure_writable(a.out, kind="file", arg="--out", suffix=".nc")
         if a.checkpoint is not None:
-            ensure_writable(a.checkpoint, kind="file", arg="--checkpoint", create=False)
+            ensure_writable(a.checkpoint, kind="file", arg="--checkpoint")
             if a.checkpoint.exists():
                 load_checkpoint(a.checkpoint, exp)  # a corrupt or foreign one: refused now
     except UsageError:

@@ -79,7 +79,7 @@ def test_ensure_writable_fails_fast_with_the_argument_name(tmp_path):
         ensure_writable(tmp_path / "afile" / "r.nc", arg="out_path")  # parent is a file
     with pytest.raises(ValueError, match="is a folder; give a file path"):
         ensure_writable(tmp_path, kind="file")
-    made = ensure_writable(tmp_path / "new" / "deeper", kind="dir")
+    made = ensure_writable(tmp_path / "new" / "deeper", kind="dir", create=True)
     assert made.is_dir() and list(made.iterdir()) == []  # the probe file is gone
 
 
