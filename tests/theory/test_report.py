@@ -152,3 +152,13 @@ def test_any_residual_type_renders():
         assert len(str(expr)) > 20 and len(long) == 20 and long.endswith("...")
     finally:
         CLAIMS.pop("_tmp_dict_residual", None)
+
+
+def test_progress_goes_to_stderr_claim_by_claim(capsys):
+    rc = cli.main(["--claim", "thm44_step1_monotone", "--claim", "thm44_I1_I2_closed_forms",
+                   "--no-write"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert rc == 0 and "theory:" not in captured.out
+    assert "2/2" in captured.err and "thm44_I1_I2_closed_forms" in captured.err
+    assert cli.main(["--claim", "thm44_step1_monotone", "--no-write", "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""

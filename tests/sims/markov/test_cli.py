@@ -49,6 +49,8 @@ def test_cli_train_quick_prints_and_saves_the_run(tmp_path, capsys):
         (["ode", "--t-max", "inf"], "t_max"),
         (["ode", "--init-std", "nan"], "init_std"),
         (["ode", "--out", "/proc/x"], "not writable"),
+        (["train", "--scale", "quick", "--sam-rho", "0.1"], "`--sam-rho` 0.1 is the SAM radius"),
+        (["train", "--scale", "quick", "--optimizer", "sam", "--sam-rho", "nan"], "`sam_rho`"),
     ],
 )
 def test_cli_bad_values_exit_2_with_one_line(argv, match, capsys):
