@@ -346,6 +346,22 @@ def _swallowing(frame) -> bool:
     return False
 
 
+def _run_exit_handlers() -> None:
+    """Run multiprocessing's exit handler: it stops pool workers and releases semaphores.
+
+    The other ``atexit`` handlers are skipped on purpose: JAX's destroys its backend client,
+    which crashes (or exits -1) while a compilation still runs on its threads.
+    """
+    util = sys.modules.get("multiprocessing.util")
+    exit_function = getattr(util, "_exit_function", None)
+    if exit_function is None:
+        return
+    try:
+        exit_function()
+    except Exception:  # noqa: BLE001 - the process ends next whatever happened
+        pass
+
+
 def _install_sigint_handler(prog: str):
     """Ctrl-C raises ``KeyboardInterrupt`` (as Python's default), never where it would be lost.
 
@@ -412,6 +428,7 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
         message = str(kb) or "interrupted"
         if owner:
             print(f"{prog}: error: {message}", file=sys.stderr)
+            _run_exit_handlers()
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()

@@ -286,6 +286,21 @@ def test_every_figure_module_keeps_the_contract(module, tmp_path, capsys):
     assert afile.read_text() == "x" and not (tmp_path / "r").exists()
 
 
+def test_help_names_methods_as_the_flag_accepts_them(capsys):
+    """``linear_attention --help`` named methods (sam_flow) in a spelling --optimizer rejected."""
+    main = _main(BY_ID["sims.linear_attention"])
+    from sims.linear_attention.__main__ import _train_parser
+    from sims.linear_attention.experiment import METHOD_NAMES
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    named = text.split("Methods (--optimizer): ")[1].split(".")[0].split(", ")
+    assert len(named) == len(METHOD_NAMES)
+    for name in (*named, *METHOD_NAMES):  # the help's spelling and the library's
+        assert _train_parser().parse_args(["--optimizer", name]).optimizer in named
+
+
 # --------------------------------------------------------------------------- in-process cases
 
 
