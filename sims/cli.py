@@ -347,19 +347,23 @@ def _swallowing(frame) -> bool:
 
 
 def _run_exit_handlers() -> None:
-    """Run multiprocessing's exit handler: it stops pool workers and releases semaphores.
+    """Stop process pools and release their semaphores, as a normal exit would.
 
-    The other ``atexit`` handlers are skipped on purpose: JAX's destroys its backend client,
-    which crashes (or exits -1) while a compilation still runs on its threads.
+    In the order of Python's own shutdown: the process-pool manager threads are woken and
+    joined, then multiprocessing's exit handler ends workers and runs its finalizers (otherwise
+    its resource tracker warns about leaked semaphores). The other ``atexit`` handlers are
+    skipped on purpose: JAX's destroys its backend client, which crashes (or exits -1) while a
+    compilation still runs on its threads.
     """
-    util = sys.modules.get("multiprocessing.util")
-    exit_function = getattr(util, "_exit_function", None)
-    if exit_function is None:
-        return
-    try:
-        exit_function()
-    except Exception:  # noqa: BLE001 - the process ends next whatever happened
-        pass
+    for module, name in (("concurrent.futures.process", "_python_exit"),
+                         ("multiprocessing.util", "_exit_function")):  # fmt: skip
+        handler = getattr(sys.modules.get(module), name, None)
+        if handler is None:
+            continue
+        try:
+            handler()
+        except Exception:  # noqa: BLE001 - the process ends next whatever happened
+            pass
 
 
 def _install_sigint_handler(prog: str):

@@ -350,11 +350,11 @@ def _train(argv) -> int:
             from sims.io import ensure_writable
 
             ensure_writable(args.out, kind="file", arg="--out", suffix=".nc")
-        long_run = check_resources(estimate(cfg), prog=PROG)
+        check_resources(estimate(cfg), prog=PROG, progress=not args.no_progress)
     except (ValueError, TypeError) as err:
         raise UsageError(_flagify(str(err))) from None
     try:
-        ds = run_figure1(cfg, progress=long_run or not args.no_progress)
+        ds = run_figure1(cfg, progress=not args.no_progress)
     except KeyboardInterrupt:
         raise KeyboardInterrupt("interrupted before any result was written") from None
     summary = summarize(ds)

@@ -289,9 +289,9 @@ def _train(a) -> int:
         raise
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
-    long_run = check_resources(train_estimate(exp), prog=PROG)
+    check_resources(train_estimate(exp), prog=PROG, progress=not a.no_progress)
     try:
-        res = train(exp, checkpoint=a.checkpoint, progress=long_run or not a.no_progress,
+        res = train(exp, checkpoint=a.checkpoint, progress=not a.no_progress,
                     device=device)  # fmt: skip
     except KeyboardInterrupt:
         if a.checkpoint is None:
