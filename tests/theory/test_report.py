@@ -159,6 +159,8 @@ def test_progress_goes_to_stderr_claim_by_claim(capsys):
                    "--no-write"])  # fmt: skip
     captured = capsys.readouterr()
     assert rc == 0 and "theory:" not in captured.out
-    assert "2/2" in captured.err and "thm44_I1_I2_closed_forms" in captured.err
+    err = captured.err
+    assert "theory:" in err and "/2 [" in err  # a bar over the 2 claims, refreshed per claim
+    assert "thm44_step1_monotone" in err and "thm44_I1_I2_closed_forms" in err
     assert cli.main(["--claim", "thm44_step1_monotone", "--no-write", "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
