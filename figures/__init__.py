@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
-from sims.cli import ArgumentParser
+from sims.cli import ArgumentParser, add_folder_arguments, check_folders
 from sims.plotting import save_figure
 
 __all__ = [
@@ -122,41 +122,41 @@ def figure_map(found: dict[str, ModuleType] | None = None) -> str:
 def figure_main(
     make: Callable[..., list[Path]], spec: FigureSpec, argv: Sequence[str] | None = None
 ) -> int:
-    """Command-line wrapper shared by every figure module's ``main``."""
-    mod = sys.modules.get(make.__module__)  # under `python -m`, __spec__ keeps the real name
-    name = getattr(getattr(mod, "__spec__", None), "name", None) or make.__module__
-    parser = ArgumentParser(
-        prog=f"python -m {name}",
-        description=f"{spec.title} ({spec.paper_ref}).",
-    )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
-    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder")
-    parser.add_argument("--quick", action="store_true", help="small configuration (for tests)")
-    parser.add_argument(
-        "--recompute", action="store_true", help="recompute the result file even if it exists"
-    )
-    from sims.parallel import add_executor_argument
+    """Command-line wrapper shared by every figure module's ``main``.
 
-    add_executor_argument(parser)
-    args = parser.parse_args(argv)
+    The package's CLI contract (:mod:`sims.cli`): bad input, a missing extra or an unreadable
+    saved result is one line and exit 2, before anything is written; Ctrl-C is one line and
+    exit 130 (results already computed are kept: each is saved as soon as it is done).
+    """
     from sims.cli import run_cli
-    from sims.extras import MissingExtraError
-    from sims.io import ensure_writable
-    from sims.parallel import check_workers_env
 
-    try:
-        spec.require()
-        ensure_writable(args.out, kind="dir", arg="--out")
-        ensure_writable(args.results, kind="dir", arg="--results")
-        check_workers_env()
-    except (MissingExtraError, ValueError) as exc:
-        parser.error(str(exc))
+    # the figure module (whose FIGURE is `spec`); under `python -m` it is `__main__` and its
+    # __spec__ keeps the real name (`make` may come from a library module)
+    mod = next((m for m in list(sys.modules.values()) if getattr(m, "FIGURE", None) is spec), None)
+    name = getattr(getattr(mod, "__spec__", None), "name", None) or make.__module__
+    prog = f"python -m {name}"
 
-    def render(_argv) -> int:
+    def cli(argv: Sequence[str] | None) -> int:
+        from sims.extras import MissingExtraError
+
+        parser = ArgumentParser(prog=prog, description=f"{spec.title} ({spec.paper_ref}).")
+        add_folder_arguments(parser, out=DEFAULT_OUT, results=DEFAULT_RESULTS)
+        parser.add_argument("--quick", action="store_true", help="small configuration (for tests)")
+        parser.add_argument("--recompute", action="store_true",
+                            help="recompute the result file even if it exists")  # fmt: skip
+        from sims.parallel import add_executor_argument
+
+        add_executor_argument(parser)
+        args = parser.parse_args(argv)  # also validates the package's environment variables
+        try:
+            spec.require()
+            check_folders(args)
+        except (MissingExtraError, ValueError) as exc:
+            parser.error(str(exc))
         paths = make(args.out, results_dir=args.results, quick=args.quick,
                      recompute=args.recompute)  # fmt: skip
         for p in paths:
             print(p)
         return 0
 
-    return run_cli(render, prog=parser.prog)
+    return run_cli(cli, argv, prog=prog)

@@ -5,12 +5,10 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
-from sims.cli import ArgumentParser, run_cli
+from sims.cli import ArgumentParser, add_folder_arguments, check_folders, run_cli
 from sims.extras import EXTRAS
-from sims.io import ensure_writable
-from sims.parallel import add_executor_argument, check_workers_env
+from sims.parallel import add_executor_argument
 
 from . import DEFAULT_OUT, DEFAULT_RESULTS, discover, figure_map
 
@@ -31,12 +29,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="print the figure map of figures/README.md (a Markdown table) and exit",
     )  # fmt: skip
     parser.add_argument("--only", nargs="+", metavar="NAME", help="render only these figures")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
-    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="results folder")
+    add_folder_arguments(parser, out=DEFAULT_OUT, results=DEFAULT_RESULTS)
     parser.add_argument("--quick", action="store_true", help="small configurations")
     parser.add_argument("--recompute", action="store_true", help="recompute saved results")
     add_executor_argument(parser)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # also validates the package's environment variables
 
     figures = discover()
     if args.markdown:
@@ -66,20 +63,24 @@ def _main(argv: Sequence[str] | None = None) -> int:
             f"install it with: {EXTRAS[spec.extra].install}"
         )
     try:
-        ensure_writable(args.out, kind="dir", arg="--out")
-        ensure_writable(args.results, kind="dir", arg="--results")
-        check_workers_env()
+        check_folders(args)
     except ValueError as exc:
         parser.error(str(exc))
     for name in missing:
         spec = figures[name].FIGURE
         print(f"[{name}] skipped: needs the `{spec.extra}` extra ({EXTRAS[spec.extra].install})")
     names = [n for n in names if n not in missing]
-    for name in names:
+    for i, name in enumerate(names):
         t0 = time.perf_counter()
-        paths = figures[name].make(
-            args.out, results_dir=args.results, quick=args.quick, recompute=args.recompute
-        )
+        try:
+            paths = figures[name].make(
+                args.out, results_dir=args.results, quick=args.quick, recompute=args.recompute
+            )
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(
+                f"interrupted in figure {name} ({i} of {len(names)} figures done; their files "
+                "and every saved result are kept: rerun to continue)"
+            ) from None
         dt = time.perf_counter() - t0
         for p in paths:
             print(f"[{name}] {p}  ({dt:.1f} s)")

@@ -1,39 +1,301 @@
-"""Command-line helpers shared by every ``python -m ...`` entry point of the package.
+"""The contract every ``python -m ...`` entry point of the package keeps, in one place.
 
-:class:`ArgumentParser` is :class:`argparse.ArgumentParser` with the project's error contract:
-bad input prints **one line** (``prog: error: ... (see --help)``) on stderr and exits with status
-2, before any work. Use it for every CLI so users see the same behaviour everywhere.
+* **Bad input** prints one line (``prog: error: ...``) on stderr and exits with status 2, before
+  any work and before anything is written: :class:`ArgumentParser` (argparse errors),
+  :class:`UsageError` (found by library code: a config value, an environment variable, a
+  corrupt saved file) and :class:`sims.extras.MissingExtraError`, both turned into that line by
+  :func:`run_cli`.
+* **Environment variables** of the package are validated by :func:`check_env`, which
+  :meth:`ArgumentParser.parse_args` calls right after parsing, so every CLI checks the same
+  variables the same way. A new variable is one entry in :data:`ENV_CHECKS`.
+* **Sizes** are checked before allocating: :func:`check_resources` refuses a run whose memory
+  estimate exceeds the machine's available memory (naming both) and announces a long one.
+* **Ctrl-C** ends the run with status 130 and one line (what was saved and how to resume);
+  no traceback, and no crash at interpreter exit (:func:`run_cli`).
 
 Examples:
     >>> p = ArgumentParser(prog="demo")
     >>> _ = p.add_argument("--n", type=int, default=1, help="a count")
     >>> p.parse_args(["--n", "3"]).n
     3
+    >>> format_bytes(3.2e9)
+    '3.2 GB'
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
+import os
 import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
-__all__ = ["ArgumentParser", "UsageError", "fail", "run_cli"]
+__all__ = [
+    "ArgumentParser",
+    "add_folder_arguments",
+    "check_folders",
+    "ENV_CHECKS",
+    "Estimate",
+    "LONG_RUN_SECONDS",
+    "UsageError",
+    "check_env",
+    "check_resources",
+    "display_path",
+    "fail",
+    "format_bytes",
+    "format_seconds",
+    "machine_memory",
+    "run_cli",
+]
 
 
 class UsageError(ValueError):
-    """Bad user input found by library code (an environment variable, a config file).
+    """Bad user input found by library code (an environment variable, a config or saved file).
 
     A ``ValueError``, so library callers can catch it as one; :func:`run_cli` prints it as one
     line and exits with status 2.
     """
 
 
+# --------------------------------------------------------------------------- environment
+
+
+def _sbt_workers() -> object:
+    from sims.parallel import check_workers_env
+
+    return check_workers_env()
+
+
+def _sbt_executor() -> object:
+    from sims.parallel import check_executor_env
+
+    return check_executor_env()
+
+
+def _markov_scale() -> object:
+    from sims.markov.experiments import scale_from_env
+
+    return scale_from_env(False)
+
+
+#: Every environment variable of the package that changes what a CLI does, validated by
+#: :func:`check_env` before any work of every CLI: ``(name, checker)``. A checker takes no
+#: argument, returns the parsed value and raises ``ValueError`` (e.g. :class:`UsageError`)
+#: naming the variable, its value and the fix; it runs only when the variable is set, so a CLI
+#: pays nothing (no import) for variables nobody uses. Adding a variable is one line here.
+ENV_CHECKS: tuple[tuple[str, Callable[[], object]], ...] = (
+    ("SBT_WORKERS", _sbt_workers),
+    ("SBT_EXECUTOR", _sbt_executor),
+    ("MARKOV_SCALE", _markov_scale),
+)
+
+
+def check_env(checks: Sequence[tuple[str, Callable[[], object]]] | None = None) -> None:
+    """Validate every set environment variable of :data:`ENV_CHECKS` (or of ``checks``).
+
+    Raises:
+        UsageError: the first invalid variable's message (one line, naming it and the fix).
+    """
+    from sims.extras import MissingExtraError
+
+    for name, check in ENV_CHECKS if checks is None else checks:
+        if name not in os.environ:
+            continue
+        try:
+            check()
+        except UsageError:
+            raise
+        except (ValueError, MissingExtraError) as exc:  # e.g. SBT_EXECUTOR=slurm, no `cluster`
+            raise UsageError(str(exc)) from None
+
+
+# --------------------------------------------------------------------------- parser
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """An ``argparse`` parser whose errors are one line on stderr and exit status 2."""
+    """An ``argparse`` parser with the package's contract.
+
+    Errors are one line on stderr with exit status 2; :meth:`parse_args` also validates the
+    package's environment variables (:func:`check_env`), so no CLI can forget them.
+    """
 
     def error(self, message: str) -> NoReturn:
         """Print ``prog: error: message (see --help)`` and exit with status 2."""
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+    def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's, plus check_env
+        parsed = super().parse_args(args, namespace)
+        try:
+            check_env()
+        except UsageError as exc:
+            self.exit(2, f"{self.prog}: error: {exc}\n")
+        return parsed
+
+
+def display_path(path: str | os.PathLike) -> str:
+    """``path`` as help texts show it, never as a machine's absolute path.
+
+    Relative to the working folder when it lies below it, else with the package's checkout
+    written ``<repo>``.
+    """
+    p = Path(path)
+    for base, label in ((Path.cwd(), ""), (Path(__file__).resolve().parent.parent, "<repo>/")):
+        try:
+            return label + str(p.resolve().relative_to(base.resolve()))
+        except ValueError:
+            continue
+    return str(p)
+
+
+def add_folder_arguments(parser: argparse.ArgumentParser, *, out: Path, results: Path) -> None:
+    """The ``--out`` (rendered figures) and ``--results`` (saved results) folders of a CLI.
+
+    Check them with :func:`check_folders` before any work.
+    """
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=out,
+        help=f"folder for the figures (default {display_path(out)})",
+    )
+    parser.add_argument("--results", type=Path, default=results,
+                        help=f"folder of the saved results, computed when missing (default "
+                             f"{display_path(results)})")  # fmt: skip
+
+
+def check_folders(args: argparse.Namespace) -> None:
+    """Check ``args.out`` and ``args.results`` are writable folders, creating nothing.
+
+    Raises:
+        UsageError: naming the flag and what is wrong (an existing file, no permission).
+    """
+    from .io import ensure_writable
+
+    try:
+        ensure_writable(args.out, kind="dir", arg="--out")
+        ensure_writable(args.results, kind="dir", arg="--results")
+    except UsageError:
+        raise
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+# --------------------------------------------------------------------------- sizes
+
+
+#: A run estimated to take longer than this gets a one-line note and a progress display.
+LONG_RUN_SECONDS = 120.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """What a run needs, estimated before it starts (upper bounds within a small factor).
+
+    Attributes:
+        memory: peak memory in bytes.
+        seconds: wall time in seconds on one CPU core of a current machine (``None``: unknown).
+        what: the flags that set the size, for messages (``"--dim 1000000000"``).
+        fix: what to change if the run cannot be done (``"use a smaller --dim"``).
+    """
+
+    memory: float
+    seconds: float | None = None
+    what: str = "this run"
+    fix: str = "use smaller sizes"
+
+
+def format_bytes(n: float) -> str:
+    """``3.2 GB``, ``512 MB``, ``7.3 PB``: decimal units, two significant digits."""
+    if not math.isfinite(n):
+        return "an unbounded amount of memory"
+    if n >= 1e18:
+        return f"{n:.1e} bytes"
+    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2g} {unit}" if n / scale < 10 else f"{n / scale:.0f} {unit}"
+    return f"{n:.0f} B"
+
+
+def format_seconds(s: float) -> str:
+    """``45 s``, ``12 min``, ``3.1 h``, ``2.4 days``, ``8 years``."""
+    if not math.isfinite(s):
+        return "forever"
+    for unit, scale in (("years", 3.156e7), ("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if s >= scale:
+            v = s / scale
+            return f"{v:.2g} {unit}" if v < 10 else f"{v:.0f} {unit}"
+    return f"{s:.0f} s"
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        text = Path(path).read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def machine_memory() -> tuple[int, int]:
+    """``(total, available)`` memory in bytes, honouring a container's cgroup limit."""
+    total = avail = None
+    try:
+        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+        total = int(info["MemTotal"].split()[0]) * 1024
+        avail = int(info.get("MemAvailable", info["MemFree"]).split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, ValueError, OSError):  # not POSIX: no limit we can read
+            total = 2**63
+        avail = total
+    limit = _read_int("/sys/fs/cgroup/memory.max") or _read_int(
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+    )
+    if limit is not None and limit < total:
+        used = _read_int("/sys/fs/cgroup/memory.current") or _read_int(
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes"
+        )
+        total, avail = limit, min(avail, limit - (used or 0))
+    return int(total), int(max(avail, 0))
+
+
+def check_resources(
+    est: Estimate, *, prog: str | None = None, quiet: bool = False, progress: bool = True
+) -> bool:
+    """Refuse a run that cannot fit in memory; announce a long one. Call before allocating.
+
+    Args:
+        est: the run's :class:`Estimate`.
+        prog: the CLI's name, prefixed to the note.
+        quiet: do not print the long-run note.
+        progress: whether the run shows progress (the note says so).
+
+    Returns:
+        Whether the run is long (over :data:`LONG_RUN_SECONDS`): callers then show progress.
+
+    Raises:
+        UsageError: the memory estimate exceeds the memory available now; the message gives
+            the estimate, the machine's total and available memory and ``est.fix``.
+    """
+    total, avail = machine_memory()
+    if not est.memory <= avail:
+        raise UsageError(
+            f"{est.what} needs about {format_bytes(est.memory)} of memory (estimate) but this "
+            f"machine has {format_bytes(total)} ({format_bytes(avail)} available); {est.fix}."
+        )
+    long = est.seconds is not None and est.seconds > LONG_RUN_SECONDS
+    if long and not quiet:
+        head = f"{prog}: note: " if prog else "note: "
+        shown = "progress is shown on stderr, " if progress else ""
+        print(f"{head}{est.what} takes about {format_seconds(est.seconds)} on one core "
+              f"(estimate); {shown}Ctrl-C stops it.", file=sys.stderr)  # fmt: skip
+    return long
+
+
+# --------------------------------------------------------------------------- running
 
 
 def fail(message: str, *, prog: str | None = None, status: int = 2) -> NoReturn:
@@ -43,18 +305,144 @@ def fail(message: str, *, prog: str | None = None, status: int = 2) -> NoReturn:
     raise SystemExit(status)
 
 
-def run_cli(main, argv=None, *, prog: str) -> int:
-    """Call ``main(argv)`` with the project's exit contract for user errors and Ctrl-C.
+def _interrupted(exc: BaseException) -> KeyboardInterrupt | None:
+    """The ``KeyboardInterrupt`` behind ``exc`` (itself or its cause), else ``None``.
+
+    Ctrl-C while an extension module initializes surfaces as an ``ImportError`` caused by it.
+    """
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def _close_progress_bars() -> None:
+    """End open tqdm bars, so the error line starts on a line of its own."""
+    tqdm_std = sys.modules.get("tqdm.std")
+    if tqdm_std is None:
+        return
+    for bar in list(getattr(tqdm_std.tqdm, "_instances", ())):
+        try:
+            bar.close()
+        except Exception:  # noqa: BLE001 - a bar that cannot close must not hide the message
+            pass
+
+
+def _swallowing(frame) -> bool:
+    """Whether an exception raised in ``frame`` would be printed and ignored by Python.
+
+    That is the case inside garbage-collection callbacks (JAX registers one) and ``__del__``
+    methods ("Exception ignored in ..."): a Ctrl-C raised there is lost and the run goes on.
+    """
+    import gc
+
+    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _run_exit_handlers() -> None:
+    """Stop process pools and release their semaphores, as a normal exit would.
+
+    In the order of Python's own shutdown: the process-pool manager threads are woken and
+    joined, then multiprocessing's exit handler ends workers and runs its finalizers (otherwise
+    its resource tracker warns about leaked semaphores). The other ``atexit`` handlers are
+    skipped on purpose: JAX's destroys its backend client, which crashes (or exits -1) while a
+    compilation still runs on its threads.
+    """
+    for module, name in (("concurrent.futures.process", "_python_exit"),
+                         ("multiprocessing.util", "_exit_function")):  # fmt: skip
+        handler = getattr(sys.modules.get(module), name, None)
+        if handler is None:
+            continue
+        try:
+            handler()
+        except Exception:  # noqa: BLE001 - the process ends next whatever happened
+            pass
+
+
+def _install_sigint_handler(prog: str):
+    """Ctrl-C raises ``KeyboardInterrupt`` (as Python's default), never where it would be lost.
+
+    A press that lands in a garbage-collection callback or a ``__del__`` is delivered again 50 ms
+    later; a second press ends the process at once with the same line and status 130 (for a
+    cleanup that hangs).
+    """
+    import _thread
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:  # started in the background: keep it ignored
+        return None
+    pressed = []
+
+    def handler(signum, frame):
+        if pressed:
+            _close_progress_bars()
+            print(f"{prog}: error: interrupted", file=sys.stderr, flush=True)
+            os._exit(130)
+        if _swallowing(frame):
+            threading.Timer(0.05, _thread.interrupt_main).start()
+            return
+        pressed.append(True)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    return previous
+
+
+def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str) -> int:
+    """Call ``main(argv)`` with the package's exit contract for user errors and Ctrl-C.
 
     :class:`UsageError` and :class:`sims.extras.MissingExtraError` become one line and status 2;
     ``KeyboardInterrupt`` becomes one line (its message, e.g. what a sweep saved and how to
-    resume) and status 130. Anything else propagates (a bug deserves its traceback).
+    resume) and status 130; a ``MemoryError`` that an estimate missed becomes one line and
+    status 2. Anything else propagates (a bug deserves its traceback).
+
+    When ``argv`` is ``None`` the command line is the process's own (``python -m ...``; call
+    ``main(argv)`` with a list in-process), so after Ctrl-C the process ends at once
+    (``os._exit``) once the line is printed: native thread pools of JAX/XLA (a
+    compilation still running) or torch otherwise crash during interpreter teardown (a
+    segmentation fault after the message). Finished results are already on disk: every file is
+    written atomically and ``finally`` blocks have run by then.
     """
     from .extras import MissingExtraError
 
+    owner = argv is None  # the process's own command line: this call owns the process
+    previous = _install_sigint_handler(prog) if owner else None
     try:
         return main(argv)
     except (UsageError, MissingExtraError) as exc:
         fail(str(exc), prog=prog)
-    except KeyboardInterrupt as exc:
-        fail(str(exc) or "interrupted", prog=prog, status=130)
+    except MemoryError:
+        fail("ran out of memory (the size estimate was too low); use smaller sizes", prog=prog)
+    except BaseException as exc:
+        kb = _interrupted(exc)
+        if kb is None:
+            raise
+        _close_progress_bars()
+        message = str(kb) or "interrupted"
+        if owner:
+            print(f"{prog}: error: {message}", file=sys.stderr)
+            _run_exit_handlers()
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:  # noqa: BLE001 - a closed pipe must not block the exit
+                    pass
+            os._exit(130)
+        fail(message, prog=prog, status=130)
+    finally:
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, previous)

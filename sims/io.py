@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import importlib.metadata
 import json
 import os
@@ -27,7 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from .cli import UsageError
+
 __all__ = [
+    "UnreadableFileError",
+    "unreadable",
     "ensure_writable",
     "provenance",
     "git_info",
@@ -177,23 +182,65 @@ def _file_mode() -> int:
     return 0o666 & ~umask
 
 
-def ensure_writable(path: str | os.PathLike, *, kind: str = "file", arg: str = "--out") -> Path:
+#: First bytes of the formats :func:`ensure_writable` may replace (``suffix=``): a NetCDF-3 or
+#: NetCDF-4 (HDF5) file is a previous result; any other file under that name is refused.
+_MAGIC = {".nc": (b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")}
+
+
+class UnreadableFileError(UsageError):
+    """A saved result or checkpoint that cannot be read; the message names the file and the fix.
+
+    A :class:`sims.cli.UsageError` (so a ``ValueError``): CLIs print it as one line, exit 2.
+    """
+
+
+def unreadable(
+    path: str | os.PathLike,
+    exc: BaseException,
+    what: str = "saved result",
+    fix: str = "delete it (or pass --recompute) to compute it again",
+) -> UnreadableFileError:
+    """The :class:`UnreadableFileError` for ``path`` that failed to load with ``exc``."""
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    reason = type(exc).__name__ + (f": {reason[:120]}" if reason else "")
+    return UnreadableFileError(
+        f"{what} {str(path)!r} cannot be read ({reason}); it is truncated or not a file this "
+        f"package wrote: {fix}."
+    )
+
+
+def ensure_writable(
+    path: str | os.PathLike,
+    *,
+    kind: str = "file",
+    arg: str = "--out",
+    create: bool = False,
+    suffix: str | None = None,
+) -> Path:
     """Check, before any computation, that a result can be written at ``path``.
 
-    Creates missing parent folders (as the later write would) and probes them with a temporary
-    file, so a bad ``--out`` fails in a second with a clear message instead of after the run.
+    Probes the folder (or, when it does not exist yet, its nearest existing ancestor) with a
+    temporary file, so a bad ``--out`` fails in a second with a clear message instead of after
+    the run.
 
     Args:
         path: the file (``kind="file"``) or folder (``kind="dir"``) that will be written.
         kind: ``"file"`` or ``"dir"``.
         arg: the argument name to put in the message (``--out``, ``out_dir``).
+        create: create missing folders now. By default nothing is created, so a run refused
+            later (or interrupted before writing) leaves no empty folder behind: every writer of
+            :mod:`sims.io` (:func:`atomic_path`) creates the folder with its first file.
+        suffix: for ``kind="file"``, the suffix the file must have (``".nc"``); an existing file
+            there must then be of that format (a previous result, which the run replaces): any
+            other file is refused, so a typo never overwrites a script, a figure or a folder.
 
     Returns:
         ``path`` as a :class:`~pathlib.Path`.
 
     Raises:
         ValueError: naming ``arg``, the path and what is wrong (an existing folder where a file
-            is expected or the reverse, a parent that is a file, no permission to write).
+            is expected or the reverse, a parent that is a file, no permission to write, a
+            wrong suffix, an existing file that is not a result).
     """
     if kind not in ("file", "dir"):
         raise ValueError(f"`kind` must be 'file' or 'dir'; got {kind!r}.")
@@ -204,8 +251,14 @@ def ensure_writable(path: str | os.PathLike, *, kind: str = "file", arg: str = "
     if kind == "dir" and target.exists() and not target.is_dir():
         raise ValueError(f"`{arg}` {str(target)!r} is an existing file; give a folder.")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=folder)
+        if create:
+            folder.mkdir(parents=True, exist_ok=True)
+        probe_dir = folder
+        while not probe_dir.exists() and probe_dir != probe_dir.parent:
+            probe_dir = probe_dir.parent
+        if not probe_dir.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{str(probe_dir)!r} is a file")
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=probe_dir)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
@@ -213,7 +266,31 @@ def ensure_writable(path: str | os.PathLike, *, kind: str = "file", arg: str = "
         raise ValueError(
             f"`{arg}` {str(target)!r} is not writable ({reason}); choose another path."
         ) from None
+    if suffix is not None and kind == "file":
+        if target.suffix != suffix:
+            raise ValueError(
+                f"`{arg}` {str(target)!r} must be a {suffix} file path (e.g. "
+                f"{str(target.with_suffix(suffix))!r})."
+            )
+        if target.exists() and not _has_format(target, suffix):
+            raise ValueError(
+                f"`{arg}` {str(target)!r} is an existing file that is not a {suffix} result; "
+                "refusing to replace it: give a new path or delete it."
+            )
     return target
+
+
+def _has_format(path: Path, suffix: str) -> bool:
+    """Whether ``path`` starts like a file of ``suffix``'s format (no magic known: assume so)."""
+    magic = _MAGIC.get(suffix)
+    if magic is None:
+        return True
+    try:
+        with path.open("rb") as f:
+            head = f.read(8)
+    except OSError:
+        return False
+    return any(head.startswith(m) for m in magic)
 
 
 def write_json(path: str | os.PathLike, payload: Mapping[str, Any], *, meta=None) -> Path:
@@ -227,8 +304,17 @@ def write_json(path: str | os.PathLike, payload: Mapping[str, Any], *, meta=None
 
 
 def read_json(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a JSON result file."""
-    return json.loads(Path(path).read_text())
+    """Read a JSON result file.
+
+    Raises:
+        UnreadableFileError: naming the file, when it is not valid JSON (e.g. truncated).
+        FileNotFoundError: when it does not exist.
+    """
+    text = Path(path).read_text()
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise unreadable(path, exc) from None
 
 
 def write_netcdf(path: str | os.PathLike, ds, *, meta: Mapping[str, Any] | None = None) -> Path:
@@ -253,13 +339,25 @@ def write_netcdf(path: str | os.PathLike, ds, *, meta: Mapping[str, Any] | None 
 
 
 def read_netcdf(path: str | os.PathLike):
-    """Load a NetCDF result into memory, decoding the JSON attributes of :func:`write_netcdf`."""
+    """Load a NetCDF result into memory, decoding the JSON attributes of :func:`write_netcdf`.
+
+    Raises:
+        UnreadableFileError: naming the file, when it cannot be read (truncated, not NetCDF).
+        FileNotFoundError: when it does not exist.
+    """
     import xarray as xr
 
-    with xr.open_dataset(path) as ds:
-        ds = ds.load()
-    ds.attrs = {
-        k: (json.loads(v[5:]) if isinstance(v, str) and v.startswith("json:") else v)
-        for k, v in ds.attrs.items()
-    }
+    if not Path(path).exists():
+        raise FileNotFoundError(errno.ENOENT, "no such result file", str(path))
+    try:
+        with xr.open_dataset(path) as ds:
+            ds = ds.load()
+        ds.attrs = {
+            k: (json.loads(v[5:]) if isinstance(v, str) and v.startswith("json:") else v)
+            for k, v in ds.attrs.items()
+        }
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - truncated HDF5: OSError, ValueError, KeyError...
+        raise unreadable(path, exc) from None
     return ds

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from .cli import ArgumentParser
+from .cli import ArgumentParser, Estimate, UsageError, check_resources, run_cli
 from .entropy import majorization, shannon_entropy
 from .io import ensure_writable, provenance, to_jsonable, write_json, write_netcdf
 from .sam_entropy_plots import plot, plot_sweep
@@ -676,10 +676,13 @@ def _float_list(text: str) -> list[float]:
         ) from None
 
 
+PROG = "python -m sims.sam_entropy"
+
+
 def build_parser() -> ArgumentParser:
     """The CLI of ``python -m sims.sam_entropy``."""
     p = ArgumentParser(
-        prog="python -m sims.sam_entropy",
+        prog=PROG,
         description=(
             "Check main-paper Theorem 4.4 (SAM has lower simplicity bias than GD): learning "
             "times of the GD/SAM scalar ODEs, their entropy and majorization. Prints a table and "
@@ -693,8 +696,9 @@ def build_parser() -> ArgumentParser:
     spec.add_argument("--family", choices=FAMILIES, default="linear",
                       help="named spectrum family (default: %(default)s)")  # fmt: skip
     spec.add_argument("--dim", type=int, default=4,
-                      help="number of features d for --family (default: %(default)s; large d "
-                           "shows a progress bar, ~1 s per 1000 features)")  # fmt: skip
+                      help="number of features d for --family (default: %(default)s; the "
+                           "memory and time a d needs are estimated first: a d that does not fit "
+                           "in memory is refused, a long run shows progress)")  # fmt: skip
     spec.add_argument("--spread", type=float,
                       help="family spread: geometric λmax/λmin (default 10), power exponent "
                            "(default 1); ignored by the linear family")  # fmt: skip
@@ -744,12 +748,54 @@ def _as_flags(message: str) -> str:
     return message
 
 
+#: Costs behind :func:`estimate` (measured on one core of the CI machine, rounded up): bytes
+#: per feature (spectrum, config, arrays), per learning time (dataset, JSON summary and text),
+#: and seconds per closed-form time and per cross-checked time (quadrature + ODE).
+_BYTES_FIXED, _BYTES_PER_FEATURE, _BYTES_PER_TIME = 60e6, 200.0, 1000.0
+_SECONDS_CLOSED, _SECONDS_CROSS_CHECK = 3e-4, 0.06
+
+
+def estimate(args: argparse.Namespace) -> Estimate:
+    """Memory and time of the run ``args`` asks for, from the sizes alone (nothing allocated).
+
+    ``learning times = features × (radii + 1)`` (× 2 for the full dynamics, which also solves
+    the truncated one); a sweep runs 4 models × 12 spreads × (radii + 1) of them.
+    """
+    dim = len(args.eigenvalues) if args.eigenvalues is not None else args.dim
+    dim = max(int(dim), 0)
+    n_rho = len(args.rho or args.rho_frac or ()) or len(DEFAULT_RHO_FRACTIONS)
+    if args.sweep:
+        sw = SweepConfig()
+        n_rho = len(args.rho_frac or sw.rho_fractions)
+        times = len(SWEEP_MODELS) * len(sw.spreads) * dim * (n_rho + 1) * 1.5
+        cross = 0.0
+    else:
+        times = dim * (n_rho + 1) * (2 if args.dynamics == "full" else 1)
+        cross = 0.0 if args.no_cross_check else dim * (n_rho + 1)
+    what = f"--dim {dim}" if args.eigenvalues is None else f"{dim} eigenvalues"
+    return Estimate(
+        memory=_BYTES_FIXED + dim * _BYTES_PER_FEATURE + (times + cross) * _BYTES_PER_TIME,
+        seconds=times * _SECONDS_CLOSED + cross * _SECONDS_CROSS_CHECK,
+        what=f"{what} ({times + cross:.3g} learning times)",
+        fix="use a smaller --dim" + ("" if args.no_cross_check else " or --no-cross-check"),
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse arguments, run the check (or the sweep), print and save results."""
+    """Parse arguments, run the check (or the sweep), print and save results.
+
+    Bad input exits with status 2 and one line before anything is computed or written (sizes
+    are checked against the machine's memory first); Ctrl-C exits with status 130 and one line.
+    """
+    return run_cli(_main, argv, prog=PROG)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     try:
+        long_run = check_resources(estimate(args), prog=PROG)
         if args.sweep:
             cfg = SweepConfig(
                 dim=args.dim, eps=args.eps, c=args.c, tau=args.tau, n_context=args.n_context,
@@ -759,6 +805,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not getattr(cfg, name) > 0:
                     raise ValueError(f"`--{name.replace('_', '-')}` must be positive; got "
                                      f"{getattr(cfg, name)!r}.")  # fmt: skip
+            spectrum("geometric", cfg.dim)  # `--dim` must be an integer >= 2
         else:
             lam = (
                 args.eigenvalues
@@ -776,50 +823,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         out: Path = args.out
         if not args.no_write:
             ensure_writable(out, kind="dir", arg="--out")
+    except UsageError:
+        raise
     except (ValueError, TypeError) as err:
         parser.error(_as_flags(str(err)))  # exits with status 2
 
     write = not args.no_write
+    progress = True if long_run else None if not args.json else False
+    try:
+        if args.sweep:
+            ds = sweep(cfg, progress=progress is not False)
+        else:
+            ds = check_theorem(cfg, progress=progress)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt("interrupted before any result was written") from None
+    meta = provenance(cfg, extra={"seconds": time.perf_counter() - t0})
     if args.sweep:
-        ds = sweep(cfg, progress=not args.json)
-        meta = provenance(cfg, extra={"seconds": time.perf_counter() - t0})
         text = format_sweep(ds)
-        payload = {
+        result = {
             "summary": text,
             "entropy_gap": ds.entropy_gap.values,
             "ordering_holds": ds.ordering_holds.values,
             "spread": ds.spread.values,
             "rho_fraction": ds.rho_fraction.values,
         }
-        files = [out / "sweep.nc", out / "sweep.json"]
-        if write:
-            write_netcdf(files[0], ds, meta=meta)
-            write_json(files[1], payload, meta=meta)
-            if not args.no_plot:
-                plot_sweep(ds, out / "sweep.png")
-                files.append(out / "sweep.png")
-        if args.json:
-            print(json.dumps(to_jsonable({**payload, "meta": meta})))
-        else:
-            print(text)
-            if write:
-                print(f"\nwrote {', '.join(map(str, files))}  ({time.perf_counter() - t0:.2f} s)")
-        return 0
-
-    ds = check_theorem(cfg, progress=None if not args.json else False)
-    meta = provenance(cfg, extra={"seconds": time.perf_counter() - t0})
-    result = summary(ds)
-    files = [out / "sam_entropy.nc", out / "sam_entropy.json"]
+    else:
+        text, result = format_table(ds), summary(ds)
+    stem = "sweep" if args.sweep else "sam_entropy"
+    files = [out / f"{stem}.nc", out / f"{stem}.json"]
     if write:
         write_netcdf(files[0], ds, meta=meta)
         write_json(files[1], result, meta=meta)
         if not args.no_plot:
-            plot(ds, out / "sam_entropy.png")
-            files.append(out / "sam_entropy.png")
+            (plot_sweep if args.sweep else plot)(ds, out / f"{stem}.png")
+            files.append(out / f"{stem}.png")
     if args.json:
-        print(json.dumps({**result, "meta": meta}))
+        print(json.dumps(to_jsonable({**result, "meta": meta})))
     else:
-        print(format_table(ds))
+        print(text)
         if write:
             print(f"\nwrote {', '.join(map(str, files))}  ({time.perf_counter() - t0:.2f} s)")
     return 0

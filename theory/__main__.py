@@ -2,40 +2,54 @@
 
 Exit status: 0 when every check ran (refuted claims are findings, not failures), 1 when a check
 crashed, 2 on bad usage (unknown claim name, an ``--out`` folder that cannot be written; both are
-reported in one line before any check runs).
+reported in one line before any check runs), 130 on Ctrl-C (one line; nothing is written, so an
+earlier report stays as it was). Progress (one tick per claim) goes to stderr.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
+
+from sims.cli import ArgumentParser, UsageError, display_path, run_cli
 
 from .report import ERROR, format_table, run_claims, write_report
 from .verify import set_exhaustive
 
+PROG = "python -m theory"
+DEFAULT_OUT = "results/theory"
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m theory",
+
+def _parser() -> ArgumentParser:
+    p = ArgumentParser(
+        prog=PROG,
         description="Re-derive the main paper's lemmas and theorems with SymPy and report, claim "
         "by claim: verified / verified under an approximation / printed statement refuted; "
         "corrected form verified / refuted / not checkable, with the sizes and method behind "
-        "each verdict.",
+        "each verdict. Progress goes to stderr (about a minute for every claim on 2 cores).",
     )
     p.add_argument("--claim", action="append", metavar="NAME",
                    help="run only this claim (repeatable); see --list")  # fmt: skip
     p.add_argument("--list", action="store_true", help="list the registered claims and exit")
-    p.add_argument("--out", default="results/theory", metavar="DIR",
-                   help="folder for report.md and report.json (default: results/theory)")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                   help=f"folder for report.md and report.json (default: "
+                        f"{display_path(DEFAULT_OUT)})")  # fmt: skip
     p.add_argument("--no-write", action="store_true", help="print the table only")
-    p.add_argument("--exhaustive", action="store_true",
-                   help="also run the larger sizes (d = 4-5, H = 4; several minutes on 2 cores)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help="also run the larger sizes (d = 4-5, H = 4; several minutes on 2 cores)",
+    )
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and call the library (:mod:`theory.report`); return the exit status."""
+    return run_cli(_main, argv, prog=PROG)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.list:
         from . import load_all
@@ -50,8 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             ensure_writable(args.out, kind="dir", arg="--out")
         except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            raise UsageError(str(exc)) from None
     if args.claim:
         from . import load_all
 
@@ -62,12 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             near = difflib.get_close_matches(unknown[0], list(reg), n=3)
             hint = f" Did you mean {', '.join(near)}?" if near else ""
-            print(f"error: unknown claim {unknown[0]!r}.{hint} `python -m theory --list` lists "
-                  "them.", file=sys.stderr)  # fmt: skip
-            return 2
+            raise UsageError(f"unknown claim {unknown[0]!r}.{hint} `{PROG} --list` lists them.")
     set_exhaustive(args.exhaustive)
     try:
-        rows = run_claims(args.claim)
+        rows = run_claims(args.claim, progress=not args.no_progress)
+    except KeyboardInterrupt as exc:
+        kept = "" if args.no_write else f"; nothing was written to {args.out}"
+        raise KeyboardInterrupt(f"{exc or 'interrupted'}{kept}") from None
     finally:
         set_exhaustive(False)
     print(format_table(rows))

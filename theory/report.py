@@ -13,6 +13,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
+import sys
 import textwrap
 import time
 import traceback
@@ -101,14 +102,19 @@ def _row(c: Claim, result: CheckResult | None, seconds: float, error: str | None
                if c.erratum else "", caveat=result.caveat, **base)  # fmt: skip
 
 
-def run_claims(names: Iterable[str] | None = None) -> list[Row]:
+def run_claims(names: Iterable[str] | None = None, *, progress: bool = False) -> list[Row]:
     """Run the named claims (all registered claims when ``names`` is None) and collect rows.
 
     A check that raises is reported with verdict :data:`ERROR` and its traceback in ``error``
     (the other checks still run).
 
+    Args:
+        names: claim names (default: every registered claim).
+        progress: show a progress bar on stderr (one tick per claim, the running claim named).
+
     Raises:
         KeyError: for an unknown claim name (with close matches suggested).
+        KeyboardInterrupt: on Ctrl-C, saying which claim was running and how many were done.
     """
     load_all()
     if names is None:
@@ -123,14 +129,26 @@ def run_claims(names: Iterable[str] | None = None) -> list[Row]:
                 hint = f" Did you mean {', '.join(near)}?" if near else ""
                 raise KeyError(f"unknown claim {n!r}.{hint} `python -m theory --list` lists them.")
         selected = [CLAIMS[n] for n in names]
-    rows = []
-    for c in selected:
-        t0 = time.perf_counter()
-        try:
-            result, err = c.func(), None
-        except Exception:  # noqa: BLE001 - a crashing check is itself a reported outcome
-            result, err = None, traceback.format_exc()
-        rows.append(_row(c, result, time.perf_counter() - t0, err))
+    from tqdm.auto import tqdm
+
+    rows: list[Row] = []
+    bar = tqdm(selected, desc="theory", unit="claim", disable=not progress, file=sys.stderr,
+               leave=False)  # fmt: skip
+    try:
+        for c in bar:
+            bar.set_postfix_str(c.name, refresh=True)
+            t0 = time.perf_counter()
+            try:
+                result, err = c.func(), None
+            except Exception:  # noqa: BLE001 - a crashing check is itself a reported outcome
+                result, err = None, traceback.format_exc()
+            rows.append(_row(c, result, time.perf_counter() - t0, err))
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"interrupted in claim {c.name} ({len(rows)} of {len(selected)} claims done)"
+        ) from None
+    finally:
+        bar.close()
     return rows
 
 

@@ -21,7 +21,15 @@ import re
 import sys
 from pathlib import Path
 
-from sims.cli import ArgumentParser, UsageError, run_cli
+from sims.cli import (
+    ArgumentParser,
+    Estimate,
+    UsageError,
+    add_folder_arguments,
+    check_folders,
+    check_resources,
+    run_cli,
+)
 
 PROG = "python -m sims.linear_attention"
 OPTIMIZERS = {
@@ -48,8 +56,13 @@ def _flagify(message: str) -> str:
     return re.sub(r"`(\w+)`", lambda m: f"`{FLAGS.get(m.group(1), m.group(1))}`", message)
 
 
+def _optimizer(text: str) -> str:
+    """``--optimizer`` value: the hyphenated names; the library's underscores are accepted."""
+    return text.replace("_", "-")
+
+
 def _train_parser() -> ArgumentParser:
-    from .experiment import METHOD_NAMES, Figure1Config
+    from .experiment import Figure1Config
     from .upsampling import FEATURES, SELECTIONS
 
     d = Figure1Config()
@@ -60,51 +73,128 @@ def _train_parser() -> ArgumentParser:
         "(runs that learned 0..d features, test loss median/mean/IQR, entropy of the learning "
         "times). Subcommands: `figure1` (Figure 1 and the horizon figure), `mechanism` (why SAM "
         "is more uniform), `upsampling` (selections vs theory). Defaults: the anchor's paper "
-        f"setting. Methods: {', '.join(METHOD_NAMES)}.",
+        f"setting. Methods (--optimizer): {', '.join(OPTIMIZERS)}. Memory and time are "
+        "estimated first: a run that does not fit in memory is refused.",
     )  # fmt: skip
     a = p.add_argument
-    a("--optimizer", choices=sorted(OPTIMIZERS), default="gd",
-      help="method (GD always runs too: it is the paired reference); default gd")
+    a(
+        "--optimizer",
+        type=_optimizer,
+        choices=list(OPTIMIZERS),
+        default="gd",
+        help="method (GD always runs too: it is the paired reference); default gd",
+    )
     a("--runs", type=int, default=d.n_runs, help=f"paired runs (default {d.n_runs})")
-    a("--steps", type=int, default=d.num_steps,
-      help=f"full-batch steps of the long horizon (default {d.num_steps})")
-    a("--paper-steps", type=int, default=d.paper_steps,
-      help=f"the paper's horizon, also summarized (default {d.paper_steps})")
-    a("--P", dest="n_examples", type=int, default=d.n_examples,
-      help=f"training sequences (default {d.n_examples})")
-    a("--N", dest="n_context", type=int, default=d.n_context,
-      help=f"context length (default {d.n_context})")
+    a(
+        "--steps",
+        type=int,
+        default=d.num_steps,
+        help=f"full-batch steps of the long horizon (default {d.num_steps})",
+    )
+    a(
+        "--paper-steps",
+        type=int,
+        default=d.paper_steps,
+        help=f"the paper's horizon, also summarized (default {d.paper_steps})",
+    )
+    a(
+        "--P",
+        dest="n_examples",
+        type=int,
+        default=d.n_examples,
+        help=f"training sequences (default {d.n_examples})",
+    )
+    a(
+        "--N",
+        dest="n_context",
+        type=int,
+        default=d.n_context,
+        help=f"context length (default {d.n_context})",
+    )
     a("--d", type=int, default=d.d, help=f"input dimension (default {d.d})")
     a("--heads", type=int, default=d.n_heads, help=f"number of heads H (default {d.n_heads})")
     a("--rank", type=int, default=d.rank, help=f"key/query rank (default {d.rank})")
-    a("--lr", type=float, default=d.learning_rate,
-      help=f"learning rate (default {d.learning_rate})")
-    a("--init", type=float, default=d.init_scale,
-      help=f"init scale, linattn-icl's --init (default {d.init_scale})")
+    a(
+        "--lr",
+        type=float,
+        default=d.learning_rate,
+        help=f"learning rate (default {d.learning_rate})",
+    )
+    a(
+        "--init",
+        type=float,
+        default=d.init_scale,
+        help=f"init scale, linattn-icl's --init (default {d.init_scale})",
+    )
     a("--rho", type=float, default=d.rho, help=f"SAM radius (default {d.rho})")
-    a("--scale", choices=["anchor", "paper"], default=d.scale,
-      help="anchor: no 1/N (linattn-icl); paper: 1/N (default anchor)")
-    a("--covariance", choices=["linear", "white", "geometric"], default=d.covariance,
-      help="input covariance family (default linear: eigenvalues ∝ 1..d)")
-    a("--data", choices=["wishart", "tokens"], default=d.data_method,
-      help="sampler: exact-in-law Wishart or explicit tokens (default wishart)")
-    a("--anchor-preprocessing", action="store_true",
-      help="centre x and whiten w across the dataset like linattn-icl (needs --data tokens)")
-    a("--proxy-steps", type=int, default=None,
-      help="upsampling proxy budget (default paper-steps // 3)")
-    a("--checkpoints", type=int, default=d.n_checkpoints,
-      help=f"proxy checkpoints (default {d.n_checkpoints})")
-    a("--factor", type=int, default=d.upsample_factor,
-      help=f"extra copies of a selected example (default {d.upsample_factor})")
-    a("--features", choices=list(FEATURES), default=d.cluster_features,
-      help="clustering features: raw trajectories (paper) or scale-free log_ratio, ... "
-           "(default trajectory)")
-    a("--selection", choices=list(SELECTIONS), default=d.selection,
-      help="which examples to upsample (default hard)")
-    a("--log-every", type=int, default=d.log_every,
-      help=f"stride of the stored curves (default {d.log_every})")
+    a(
+        "--scale",
+        choices=["anchor", "paper"],
+        default=d.scale,
+        help="anchor: no 1/N (linattn-icl); paper: 1/N (default anchor)",
+    )
+    a(
+        "--covariance",
+        choices=["linear", "white", "geometric"],
+        default=d.covariance,
+        help="input covariance family (default linear: eigenvalues ∝ 1..d)",
+    )
+    a(
+        "--data",
+        choices=["wishart", "tokens"],
+        default=d.data_method,
+        help="sampler: exact-in-law Wishart or explicit tokens (default wishart)",
+    )
+    a(
+        "--anchor-preprocessing",
+        action="store_true",
+        help="centre x and whiten w across the dataset like linattn-icl (needs --data tokens)",
+    )
+    a(
+        "--proxy-steps",
+        type=int,
+        default=None,
+        help="upsampling proxy budget (default paper-steps // 3)",
+    )
+    a(
+        "--checkpoints",
+        type=int,
+        default=d.n_checkpoints,
+        help=f"proxy checkpoints (default {d.n_checkpoints})",
+    )
+    a(
+        "--factor",
+        type=int,
+        default=d.upsample_factor,
+        help=f"extra copies of a selected example (default {d.upsample_factor})",
+    )
+    a(
+        "--features",
+        choices=list(FEATURES),
+        default=d.cluster_features,
+        help="clustering features: raw trajectories (paper) or scale-free log_ratio, ... "
+        "(default trajectory)",
+    )
+    a(
+        "--selection",
+        choices=list(SELECTIONS),
+        default=d.selection,
+        help="which examples to upsample (default hard)",
+    )
+    a(
+        "--log-every",
+        type=int,
+        default=d.log_every,
+        help=f"stride of the stored curves (default {d.log_every})",
+    )
     a("--seed", type=int, default=d.seed, help=f"root seed (default {d.seed})")
-    a("--out", type=Path, default=None, help="save the xarray result here (netCDF)")
+    a(
+        "--out",
+        type=Path,
+        default=None,
+        help="save the xarray result to this .nc file (an existing file there must be an earlier "
+        "NetCDF result, which is replaced; any other file is refused)",
+    )
     a("--json", action="store_true", help="print the summary as JSON instead of a table")
     a("--no-progress", action="store_true", help="hide the progress bar")
     return p  # fmt: skip
@@ -122,27 +212,23 @@ def _product_parser(command: str) -> ArgumentParser:
                       "theory, lr-matched control).",
     }[command]  # fmt: skip
     p = ArgumentParser(prog=f"{PROG} {command}", description=what)
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                   help=f"folder for the PNGs (default {DEFAULT_OUT})")
-    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS,
-                   help=f"results folder (default {DEFAULT_RESULTS})")
-    p.add_argument("--quick", action="store_true",
-                   help="seconds-long configuration (files get a _quick suffix)")
+    add_folder_arguments(p, out=DEFAULT_OUT, results=DEFAULT_RESULTS)
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="seconds-long configuration (files get a _quick suffix)",
+    )
     p.add_argument("--recompute", action="store_true", help="recompute even if the result exists")
     return p  # fmt: skip
 
 
 def _run_product(command: str, argv) -> int:
-    from sims.io import ensure_writable, read_netcdf
+    from sims.io import read_netcdf
 
     from . import products
 
     args = _product_parser(command).parse_args(argv)
-    try:
-        ensure_writable(args.out, kind="dir", arg="--out")
-        ensure_writable(args.results, kind="dir", arg="--results")
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    check_folders(args)
     kw = dict(results_dir=args.results, quick=args.quick, recompute=args.recompute,
               progress=True)  # fmt: skip
     if command == "figure1":
@@ -155,14 +241,14 @@ def _run_product(command: str, argv) -> int:
         print(format_summary(summarize(ds)))
     elif command == "mechanism":
         paths = products.render_mechanism(args.out, **kw)
-        _print_mechanism(read_netcdf(products.ensure_mechanism(args.results,
-                                                               quick=args.quick)[0]))
+        _print_mechanism(read_netcdf(products.ensure_mechanism(args.results, quick=args.quick)[0]))
     else:
         paths = products.render_upsampling(args.out, **kw)
         from .study import summarize_study
 
-        summary = summarize_study(read_netcdf(products.ensure_study(args.results,
-                                                                    quick=args.quick)))
+        summary = summarize_study(
+            read_netcdf(products.ensure_study(args.results, quick=args.quick))
+        )
         _print_study(summary)
     for p in paths:
         print(f"wrote {p}")
@@ -181,22 +267,65 @@ def _print_mechanism(an) -> None:
         p = np.nanmedian(an.predicted.sel({"method": m}).values / gd, 0)
         dh = np.nanmedian(an.entropy_measured.sel({"method": m}).values
                           - an.entropy_measured.sel({"method": "gd"}).values)  # fmt: skip
-        print(f"{m:14s} {np.array2string(r, precision=3):>40s} "
-              f"{np.array2string(p, precision=3):>40s} {dh:>+8.4f}")
+        print(
+            f"{m:14s} {np.array2string(r, precision=3):>40s} "
+            f"{np.array2string(p, precision=3):>40s} {dh:>+8.4f}"
+        )
 
 
 def _print_study(summary: dict) -> None:
-    print(f"{'run kind':16s} {'ΔH median':>10s} {'pred. ΔH':>9s} {'condition':>9s} "
-          f"{'test loss (long) median':>24s}  boost r_i")
+    print(
+        f"{'run kind':16s} {'ΔH median':>10s} {'pred. ΔH':>9s} {'condition':>9s} "
+        f"{'test loss (long) median':>24s}  boost r_i"
+    )
     for k, row in summary.items():
         if not isinstance(row, dict):
             continue
         pred = row.get("predicted_entropy_change_median")
         cond = row.get("condition_met_runs")
         boost = ", ".join(f"{x:.3f}" for x in row.get("boost_median", []))
-        print(f"{k:16s} {row['entropy_minus_gd_median']:>+10.4f} "
-              f"{'' if pred is None else f'{pred:+.4f}':>9s} {'' if cond is None else cond:>9} "
-              f"{row['test_loss']['long']['median']:>24.5f}  {boost}")
+        print(
+            f"{k:16s} {row['entropy_minus_gd_median']:>+10.4f} "
+            f"{'' if pred is None else f'{pred:+.4f}':>9s} {'' if cond is None else cond:>9} "
+            f"{row['test_loss']['long']['median']:>24.5f}  {boost}"
+        )
+
+
+#: Costs behind :func:`estimate`, measured on the CI machine (25 runs, P = 80,000 and 320,000:
+#: 1.3 and 3.7 GB peak): JAX and the arrays of a small run; floats kept per example and run
+#: beyond ``2 d² + 2 d + 2 K``; seconds per example and run (data, proxy, selection) and per
+#: step, run, method and unit of ``d⁴ + H (d + 1)²`` (training), plus start-up and compilation.
+_BYTES_BASE, _FLOATS_PER_EXAMPLE = 500e6, 8
+_SECONDS_BASE, _SECONDS_PER_EXAMPLE, _SECONDS_PER_STEP_UNIT = 15.0, 4e-6, 1.2e-8
+
+
+def estimate(cfg) -> Estimate:
+    """Memory and time of :func:`run_figure1` for ``cfg`` (a ``Figure1Config``), from its sizes.
+
+    Every run keeps its training set in sufficient form (``β, x_q, y_q``), the cubic features
+    ``z`` (``d²`` per example), the proxy losses (``K`` per example) and the dataset moments
+    (``d⁴`` each: train, test, upsampled); sampling one run's tokens needs ``3 P (N + 1) d``
+    more. Training costs one ``d² × d²`` product per step, run and method.
+    """
+    R, P, d, K = cfg.n_runs, cfg.n_examples, cfg.d, cfg.n_checkpoints
+    M = len(cfg.run_methods)
+    n_log = cfg.num_steps // cfg.log_every + 1
+    per_example = 2 * d * d + 2 * d + 2 * K + _FLOATS_PER_EXAMPLE
+    transient = 3 * P * (cfg.n_context + 1) * d if cfg.data_method == "tokens" else 2 * P * d * d
+    floats = R * (P * per_example + 3 * d**4) + transient + M * R * (d**4 + n_log * (d + 8))
+    unit = d**4 + cfg.n_heads * (d + 1) ** 2
+    steps = cfg.num_steps + cfg.proxy_budget
+    seconds = (
+        _SECONDS_BASE
+        + _SECONDS_PER_EXAMPLE * R * P * d * d / 16
+        + _SECONDS_PER_STEP_UNIT * R * M * steps * unit
+    )
+    return Estimate(
+        memory=_BYTES_BASE + 8.0 * floats,
+        seconds=seconds,
+        what=f"--runs {R} --P {P} --d {d} --steps {cfg.num_steps} ({M} method{'s' * (M > 1)})",
+        fix="lower --P, --d or --runs",
+    )
 
 
 def _train(argv) -> int:
@@ -220,18 +349,24 @@ def _train(argv) -> int:
         if args.out is not None:
             from sims.io import ensure_writable
 
-            ensure_writable(args.out, kind="file", arg="--out")
+            ensure_writable(args.out, kind="file", arg="--out", suffix=".nc")
+        check_resources(estimate(cfg), prog=PROG, progress=not args.no_progress)
     except (ValueError, TypeError) as err:
         raise UsageError(_flagify(str(err))) from None
-    ds = run_figure1(cfg, progress=not args.no_progress)
+    try:
+        ds = run_figure1(cfg, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt("interrupted before any result was written") from None
     summary = summarize(ds)
     if args.json:
         print(json.dumps({"status": ds.attrs["status"], "timings": ds.attrs["timings"],
                           **summary}, indent=1))  # fmt: skip
     else:
         print(format_summary(summary))
-        print(f"status: {ds.attrs['status']}; timings (s): "
-              + ", ".join(f"{k} {v:.1f}" for k, v in ds.attrs["timings"].items()))
+        print(
+            f"status: {ds.attrs['status']}; timings (s): "
+            + ", ".join(f"{k} {v:.1f}" for k, v in ds.attrs["timings"].items())
+        )
     if args.out is not None:
         from sims.io import provenance, write_netcdf
 

@@ -66,6 +66,7 @@ __all__ = [
     "stage_band",
     "group_mass",
     "check_device",
+    "load_checkpoint",
     "make_scheduler",
     "OPTIMIZERS",
     "SCHEDULERS",
@@ -521,6 +522,46 @@ def _base(opt):
     return getattr(opt, "base_optimizer", opt)
 
 
+#: Entries every checkpoint written by :func:`train` holds.
+_CHECKPOINT_KEYS = ("config", "model", "opt", "sched", "batch_rng", "torch_rng", "hist", "step",
+                    "run_loss")  # fmt: skip
+
+
+def load_checkpoint(path: str | os.PathLike, exp: ExperimentConfig | None = None) -> dict:
+    """Read a checkpoint written by :func:`train` (``checkpoint=``), checking what it holds.
+
+    Args:
+        path: the checkpoint file.
+        exp: when given, the checkpoint must have been written by this experiment config.
+
+    Returns:
+        The checkpoint's state dict.
+
+    Raises:
+        sims.io.UnreadableFileError: (a ``ValueError``) naming the file, when it is not a
+            checkpoint of :func:`train` (truncated, another format) or was written by another
+            config; the message says to delete it or give another path.
+    """
+    from sims.io import unreadable
+
+    fix = "delete it, or give another --checkpoint path to start afresh"
+    try:
+        state = torch.load(path, weights_only=False, map_location="cpu")
+    except Exception as exc:  # noqa: BLE001 - torch raises anything from unpickling junk
+        raise unreadable(path, exc, what="checkpoint", fix=fix) from None
+    missing = [k for k in _CHECKPOINT_KEYS if k not in state] if isinstance(state, dict) else ["*"]
+    if missing:
+        err = KeyError(f"no {', '.join(missing)} entry" if missing != ["*"] else "not a dict")
+        raise unreadable(path, err, what="checkpoint", fix=fix)
+    if exp is not None and state["config"] != exp.to_dict():
+        from sims.io import UnreadableFileError
+
+        raise UnreadableFileError(
+            f"checkpoint {str(path)!r} was written by a different config; {fix}."
+        )
+    return state
+
+
 def train(
     exp: ExperimentConfig,
     *,
@@ -587,9 +628,7 @@ def train(
     start, run_loss = 0, float("nan")
     ckpt = Path(checkpoint) if checkpoint is not None else None
     if ckpt is not None and ckpt.exists():
-        state = torch.load(ckpt, weights_only=False)
-        if state["config"] != exp.to_dict():
-            raise ValueError(f"checkpoint {ckpt} was written by a different config; delete it.")
+        state = load_checkpoint(ckpt, exp)
         model.load_state_dict(state["model"])
         _base(opt).load_state_dict(state["opt"])
         if sched is not None:

@@ -109,7 +109,8 @@ def test_bad_scale_env(monkeypatch, tmp_path, capsys):
         fig_markov_10.main(["--out", str(tmp_path), "--results", str(tmp_path)])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert err == "error: MARKOV_SCALE='huge' unknown; set it to one of quick, cpu, paper.\n"
+    assert err == ("python -m figures.fig_markov_10: error: MARKOV_SCALE='huge' unknown; set it "
+                   "to one of quick, cpu, paper.\n")  # fmt: skip
 
 
 def test_bad_scale_env_from_python_m_figures(tmp_path):

@@ -34,7 +34,7 @@ def test_run_cli_turns_user_errors_and_ctrl_c_into_one_line(error, code, line, c
         raise error
 
     with pytest.raises(SystemExit) as exc:
-        run_cli(main, prog="demo")
+        run_cli(main, [], prog="demo")
     assert exc.value.code == code
     assert capsys.readouterr().err == line + "\n"
 
@@ -44,5 +44,167 @@ def test_run_cli_lets_bugs_through():
         raise ZeroDivisionError
 
     with pytest.raises(ZeroDivisionError):
-        run_cli(main, prog="demo")
-    assert run_cli(lambda argv: 0, prog="demo") == 0
+        run_cli(main, [], prog="demo")
+    assert run_cli(lambda argv: 0, [], prog="demo") == 0
+
+
+def test_parse_args_validates_the_environment(monkeypatch, capsys):
+    p = ArgumentParser(prog="demo")
+    p.add_argument("--n", type=int, help="a count")
+    monkeypatch.setenv("SBT_WORKERS", "-3")
+    with pytest.raises(SystemExit) as exc:
+        p.parse_args(["--n", "1"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("demo: error: SBT_WORKERS='-3' must be a positive integer") and (
+        err.count("\n") == 1
+    )
+    with pytest.raises(SystemExit) as exc:  # --help still works
+        p.parse_args(["--help"])
+    assert exc.value.code == 0
+
+
+def test_check_env_runs_each_set_variable_once(monkeypatch):
+    from sims.cli import ENV_CHECKS, check_env
+
+    assert [name for name, _ in ENV_CHECKS] == ["SBT_WORKERS", "MARKOV_SCALE"]
+    monkeypatch.delenv("SBT_WORKERS", raising=False)
+    monkeypatch.delenv("MARKOV_SCALE", raising=False)
+    check_env()
+    monkeypatch.setenv("MARKOV_SCALE", "huge")
+    with pytest.raises(UsageError, match="MARKOV_SCALE='huge' unknown"):
+        check_env()
+    calls = []
+
+    def bad():
+        calls.append(1)
+        raise ValueError("SBT_TEST_VAR='x' is not a size; set a number of bytes")
+
+    check_env([("SBT_TEST_VAR", bad)])  # unset: not called
+    monkeypatch.setenv("SBT_TEST_VAR", "x")
+    with pytest.raises(UsageError, match="SBT_TEST_VAR='x' is not a size"):
+        check_env([("SBT_TEST_VAR", bad)])
+    assert calls == [1]
+
+
+def test_check_resources_refuses_with_estimate_and_machine_memory(monkeypatch, capsys):
+    import dataclasses
+
+    import sims.cli as cli
+
+    monkeypatch.setattr(cli, "machine_memory", lambda: (16_000_000_000, 9_000_000_000))
+    est = cli.Estimate(memory=12e9, seconds=10.0, what="--n 7", fix="lower --n")
+    with pytest.raises(cli.UsageError) as exc:
+        cli.check_resources(est)
+    assert str(exc.value) == (
+        "--n 7 needs about 12 GB of memory (estimate) but this machine has 16 GB (9 GB "
+        "available); lower --n."
+    )
+    assert cli.check_resources(dataclasses.replace(est, memory=8.9e9)) is False
+    assert capsys.readouterr().err == ""
+    long = dataclasses.replace(est, memory=1e6, seconds=7200.0)
+    assert cli.check_resources(long, prog="demo") is True
+    assert capsys.readouterr().err == (
+        "demo: note: --n 7 takes about 2 h on one core (estimate); progress is shown on stderr, "
+        "Ctrl-C stops it.\n"
+    )
+    assert cli.check_resources(dataclasses.replace(long, seconds=119.0), prog="demo") is False
+    assert capsys.readouterr().err == ""
+
+
+def test_machine_memory_is_plausible():
+    from sims.cli import machine_memory
+
+    total, avail = machine_memory()
+    assert 2**28 < total < 2**50 and 0 <= avail <= total
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (999, "999 B"),
+        (3.2e9, "3.2 GB"),
+        (12e9, "12 GB"),
+        (7.3e15, "7.3 PB"),
+        (2e24, "2.0e+24 bytes"),
+    ],
+)
+def test_format_bytes(n, text):
+    from sims.cli import format_bytes
+
+    assert format_bytes(n) == text
+
+
+def test_display_path_never_shows_the_checkout(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from sims.cli import display_path
+
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(tmp_path)
+    assert display_path(repo / "figures" / "out") == "<repo>/figures/out"
+    monkeypatch.chdir(repo)
+    assert display_path(repo / "figures" / "out") == "figures/out"
+    assert display_path("results/theory") == "results/theory"
+
+
+def test_interrupt_inside_an_import_error_is_an_interrupt(capsys):
+    def main(argv):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:  # what Ctrl-C during `import jaxlib` looks like
+            raise ImportError("Encountered an error while initializing the extension.") from exc
+
+    with pytest.raises(SystemExit) as exc:
+        run_cli(main, [], prog="demo")
+    assert exc.value.code == 130 and capsys.readouterr().err == "demo: error: interrupted\n"
+
+
+def _python(code: str):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=repo, timeout=60)  # fmt: skip
+
+
+def test_ctrl_c_of_the_process_skips_interpreter_teardown():
+    """After Ctrl-C, `python -m ...` ends with os._exit: no teardown where native thread pools
+    (a JAX compilation still running) crashed with a segmentation fault (issue 24)."""
+    res = _python(
+        "import atexit, sys\n"
+        "from sims.cli import run_cli\n"
+        "atexit.register(lambda: print('teardown ran', file=sys.stderr))\n"
+        "def main(argv):\n"
+        "    print('partial output', end='')\n"
+        "    raise KeyboardInterrupt('interrupted; 3 of 8 jobs saved')\n"
+        "run_cli(main, None, prog='demo')\n"
+    )
+    assert res.returncode == 130
+    assert res.stderr == "demo: error: interrupted; 3 of 8 jobs saved\n"
+    assert res.stdout == "partial output"  # flushed before the exit
+
+
+def test_ctrl_c_landing_in_a_gc_callback_is_not_lost():
+    """JAX runs Python in a gc callback: a Ctrl-C raised there was printed and ignored."""
+    res = _python(
+        "import gc, os, signal, sys, time\n"
+        "from sims.cli import run_cli\n"
+        "fired = []\n"
+        "def cb(phase, info):\n"
+        "    if phase == 'start' and not fired:\n"
+        "        fired.append(1)\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        for _ in range(100000): pass  # the handler runs here\n"
+        "def main(argv):\n"
+        "    gc.callbacks.append(cb)\n"
+        "    gc.collect()\n"
+        "    t = time.monotonic()\n"
+        "    while time.monotonic() - t < 10: pass\n"
+        "    return 0\n"
+        "sys.exit(run_cli(main, None, prog='demo'))\n"
+    )
+    assert res.returncode == 130, res.stderr
+    assert res.stderr == "demo: error: interrupted\n"

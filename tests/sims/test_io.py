@@ -79,5 +79,43 @@ def test_ensure_writable_fails_fast_with_the_argument_name(tmp_path):
         ensure_writable(tmp_path / "afile" / "r.nc", arg="out_path")  # parent is a file
     with pytest.raises(ValueError, match="is a folder; give a file path"):
         ensure_writable(tmp_path, kind="file")
-    made = ensure_writable(tmp_path / "new" / "deeper", kind="dir")
+    made = ensure_writable(tmp_path / "new" / "deeper", kind="dir", create=True)
     assert made.is_dir() and list(made.iterdir()) == []  # the probe file is gone
+
+
+def test_ensure_writable_without_create_leaves_nothing_behind(tmp_path):
+    deep = tmp_path / "a" / "b" / "c"
+    assert ensure_writable(deep, kind="dir", create=False) == deep
+    assert list(tmp_path.iterdir()) == []  # checked against tmp_path, nothing made
+    ensure_writable(tmp_path / "x" / "r.nc", create=False, suffix=".nc")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match=r"`--out` .*afile/sub' is not writable"):
+        ensure_writable(tmp_path / "afile" / "sub", kind="dir", create=False)
+
+
+def test_ensure_writable_replaces_only_results_of_the_format(tmp_path):
+    notes = tmp_path / "notes.nc"
+    notes.write_text("my notes")
+    with pytest.raises(ValueError, match=r"is an existing file that is not a \.nc result"):
+        ensure_writable(notes, suffix=".nc")
+    with pytest.raises(ValueError, match=r"must be a \.nc file path \(e\.g\. '.*notes\.nc'\)"):
+        ensure_writable(tmp_path / "notes", suffix=".nc")
+    result = write_netcdf(tmp_path / "r.nc", xr.Dataset({"x": ("i", np.arange(3.0))}))
+    assert ensure_writable(result, suffix=".nc") == result  # an earlier result: replaced
+    assert notes.read_text() == "my notes"
+
+
+@pytest.mark.parametrize("content", [b"", b"\x89HDF\r\n\x1a\n truncated", b"CDF\x01 cut"])
+def test_unreadable_results_are_named(tmp_path, content):
+    from sims.io import UnreadableFileError
+
+    bad = tmp_path / "r.nc"
+    bad.write_bytes(content)
+    with pytest.raises(UnreadableFileError, match=rf"saved result '{bad}' cannot be read \("):
+        read_netcdf(bad)
+    (tmp_path / "r.json").write_text('{"a": 1')
+    with pytest.raises(UnreadableFileError, match=r"r\.json' cannot be read \(JSONDecodeError"):
+        read_json(tmp_path / "r.json")
+    with pytest.raises(FileNotFoundError):
+        read_netcdf(tmp_path / "missing.nc")

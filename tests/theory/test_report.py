@@ -83,8 +83,9 @@ def test_errata_and_caveats_are_visible(fake_claims):
 def test_list_and_unknown(capsys):
     assert cli.main(["--list"]) == 0
     assert "lemma41_as_printed" in capsys.readouterr().out
-    assert cli.main(["--claim", "lemma41_as_printd", "--no-write"]) == 2
-    assert "Did you mean" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--claim", "lemma41_as_printd", "--no-write"])
+    assert exc.value.code == 2 and "Did you mean" in capsys.readouterr().err
 
 
 def test_help_exits_cleanly(capsys):
@@ -102,10 +103,11 @@ def test_bad_out_fails_before_any_check(tmp_path, capsys, monkeypatch, kind):
     afile = tmp_path / "afile"
     afile.write_text("x")
     out = {"proc": "/proc/x", "existing_file": str(afile), "under_a_file": str(afile / "sub")}
-    rc = cli.main(["--claim", "thm44_step1_monotone", "--out", out[kind]])
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--claim", "thm44_step1_monotone", "--out", out[kind]])
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2
-    assert len(err) == 1 and err[0].startswith("error: `--out`")
+    assert exc.value.code == 2
+    assert len(err) == 1 and err[0].startswith("python -m theory: error: `--out`")
 
 
 def test_crashing_check_gives_nonzero_exit(tmp_path, capsys):
@@ -150,3 +152,15 @@ def test_any_residual_type_renders():
         assert len(str(expr)) > 20 and len(long) == 20 and long.endswith("...")
     finally:
         CLAIMS.pop("_tmp_dict_residual", None)
+
+
+def test_progress_goes_to_stderr_claim_by_claim(capsys):
+    rc = cli.main(["--claim", "thm44_step1_monotone", "--claim", "thm44_I1_I2_closed_forms",
+                   "--no-write"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert rc == 0 and "theory:" not in captured.out
+    err = captured.err
+    assert "theory:" in err and "/2 [" in err  # a bar over the 2 claims, refreshed per claim
+    assert "thm44_step1_monotone" in err and "thm44_I1_I2_closed_forms" in err
+    assert cli.main(["--claim", "thm44_step1_monotone", "--no-write", "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""

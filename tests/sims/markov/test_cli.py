@@ -49,10 +49,14 @@ def test_cli_train_quick_prints_and_saves_the_run(tmp_path, capsys):
         (["ode", "--t-max", "inf"], "t_max"),
         (["ode", "--init-std", "nan"], "init_std"),
         (["ode", "--out", "/proc/x"], "not writable"),
+        (["train", "--scale", "quick", "--sam-rho", "0.1"], "`--sam-rho` 0.1 is the SAM radius"),
+        (["train", "--scale", "quick", "--optimizer", "sam", "--sam-rho", "nan"], "`sam_rho`"),
     ],
 )
 def test_cli_bad_values_exit_2_with_one_line(argv, match, capsys):
-    assert main(argv) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
     err = capsys.readouterr().err
     assert match in err and err.count("\n") == 1 and "Traceback" not in err
 
@@ -61,7 +65,9 @@ def test_cli_out_is_an_existing_folder(tmp_path, capsys, monkeypatch):
     import sims.markov.train as T
 
     monkeypatch.setattr(T, "train", lambda *a, **k: pytest.fail("trained before checking"))
-    assert main(["train", "--scale", "quick", "--out", str(tmp_path)]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--scale", "quick", "--out", str(tmp_path)])
+    assert exc.value.code == 2
     assert "is a folder" in capsys.readouterr().err
 
 
@@ -70,13 +76,17 @@ def test_cli_cuda_on_a_cpu_torch(capsys):
 
     if torch.cuda.is_available():
         pytest.skip("this torch has CUDA")
-    assert main(["train", "--scale", "quick", "--device", "cuda"]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--scale", "quick", "--device", "cuda"])
+    assert exc.value.code == 2
     assert "no usable CUDA device" in capsys.readouterr().err
 
 
 def test_cli_bad_markov_scale(monkeypatch, capsys):
     monkeypatch.setenv("MARKOV_SCALE", "bogus")
-    assert main(["train"]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["train"])
+    assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "MARKOV_SCALE='bogus' unknown" in err and err.count("\n") == 1
 
@@ -133,3 +143,26 @@ def test_library_never_imports_figures_or_llm_validation():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             for n in names:
                 assert n.split(".")[0] not in ("figures", "llm_validation"), f"{f.name}: {n}"
+
+
+def test_checkpoints_are_checked_before_training(tmp_path, capsys):
+    from sims.io import UnreadableFileError
+    from sims.markov.experiments import minimal_exp
+    from sims.markov.train import load_checkpoint, train
+
+    ckpt = tmp_path / "c.pt"
+    exp = minimal_exp("quick", steps=2)
+    train(exp, checkpoint=ckpt)
+    assert load_checkpoint(ckpt, exp)["step"] == 2
+    with pytest.raises(UnreadableFileError, match="written by a different config"):
+        load_checkpoint(ckpt, minimal_exp("quick", steps=3))
+    data = ckpt.read_bytes()
+    ckpt.write_bytes(data[: len(data) // 2])  # a crash while copying it
+    with pytest.raises(UnreadableFileError, match=rf"checkpoint '{ckpt}' cannot be read"):
+        load_checkpoint(ckpt)
+    ckpt.write_text("12\n")  # "invalid literal for int()" before, without the file's name
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--scale", "quick", "--steps", "2", "--checkpoint", str(ckpt)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(ckpt) in err and "delete it" in err

@@ -1,0 +1,541 @@
+"""Every command line of the package keeps one contract (issue 24, item 4); none can skip it.
+
+:data:`CLIS` registers each ``python -m ...`` entry point (each subcommand of a CLI with
+subcommands) with the flags that exercise it; :func:`test_every_entry_point_is_registered` finds
+every module with a ``__main__`` guard or a top-level ``main`` in the package and fails for one
+that is missing. Each registered CLI is driven in-process through ``main(argv)`` (the function
+doing the work is replaced, so nothing real runs) for every case that applies:
+
+* ``--help`` exits 0 and shows no absolute path of this checkout;
+* an unknown flag, an invalid value, a bad ``$SBT_WORKERS``, an existing regular file as
+  ``--out``, a size that does not fit in memory, a corrupt saved file: exit 2 and one line on
+  stderr (no traceback), the work never starts and nothing is written (no empty folder);
+* Ctrl-C during the work: exit 130 and one line, nothing left behind but saved results.
+
+A few subprocess tests deliver a real SIGINT to a running child (the only way to see a crash at
+interpreter exit) and check exit 130, one error line and no traceback or core dump.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import importlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("sims", "theory", "figures", "llm_validation")
+LLM_STEPS = ("data", "proxy", "select", "synthesize", "evaluate", "report")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cli:
+    """One command line and the flags that exercise it.
+
+    Attributes:
+        id: how a user types it after ``python -m``.
+        module: the module whose ``main(argv)`` runs it.
+        prefix: leading arguments (the subcommand).
+        out: ``(flag, kind)`` of its output: kind ``"dir"``, ``"nc"`` (a NetCDF file) or
+            ``None`` when it writes nothing.
+        args: further arguments of a small valid run.
+        bad: arguments with an invalid value.
+        huge: arguments whose run cannot fit in memory (``None``: no size flag).
+        work: ``"module:attribute"`` of the function that does the work (patched in the tests).
+        extra: the extra it needs (skipped when not installed).
+        corrupt: how to plant a corrupt saved file it reads: ``(flag or None, relative path)``,
+            the file created under the results folder (flag ``None``) or given to ``flag``.
+    """
+
+    id: str
+    module: str
+    prefix: tuple[str, ...] = ()
+    out: tuple[str, str] | None = ("--out", "dir")
+    args: tuple[str, ...] = ()
+    bad: tuple[str, ...] = ()
+    huge: tuple[str, ...] | None = None
+    work: str | None = None
+    extra: tuple[str, ...] = ()
+    corrupt: tuple[str | None, str] | None = None
+
+
+CLIS = [
+    Cli("sims.sam_entropy", "sims.sam_entropy", args=("--no-plot",), bad=("--dim", "1"),
+        huge=("--dim", "1000000000"), work="sims.sam_entropy:check_theorem"),
+    Cli("sims.sosd_toy", "sims.sosd_toy", args=("--steps", "3"), bad=("--n", "20", "--d", "4"),
+        huge=("--d", "1000000"), work="sims.sosd_toy:train"),
+    Cli("theory", "theory.__main__", args=("--claim", "thm44_step1_monotone"),
+        bad=("--claim", "no_such_claim"), work="theory.report:CLAIMS"),
+    Cli("sims.linear_attention", "sims.linear_attention.__main__", out=("--out", "nc"),
+        args=("--runs", "2", "--no-progress"), bad=("--runs", "0"), huge=("--P", "10**12"),
+        work="sims.linear_attention.experiment:run_figure1", extra=("jax",)),
+    Cli("sims.linear_attention figure1", "sims.linear_attention.__main__", ("figure1",),
+        args=("--quick",), bad=("--results", "{file}/sub"),
+        work="sims.linear_attention.products:render_figure1", extra=("jax",),
+        corrupt=(None, "linear_attention/figure1_quick.nc")),
+    Cli("sims.linear_attention mechanism", "sims.linear_attention.__main__", ("mechanism",),
+        args=("--quick",), bad=("--results", "{file}/sub"),
+        work="sims.linear_attention.products:render_mechanism", extra=("jax",)),
+    Cli("sims.linear_attention upsampling", "sims.linear_attention.__main__", ("upsampling",),
+        args=("--quick",), bad=("--results", "{file}/sub"),
+        work="sims.linear_attention.products:render_upsampling", extra=("jax",)),
+    Cli("sims.markov ode", "sims.markov.__main__", ("ode",), out=("--out", "nc"),
+        args=("--T", "8"), bad=("--m", "-2"), huge=("--T", "10**11"),
+        work="sims.markov.tensor_dynamics:solve_flow"),
+    Cli("sims.markov train", "sims.markov.__main__", ("train",), out=("--out", "nc"),
+        args=("--scale", "quick", "--no-progress"), bad=("--threads", "0"),
+        huge=("--scale", "quick", "--n-train", "10**11", "--batch-size", "3000"),
+        work="sims.markov.train:train", extra=("torch",), corrupt=("--checkpoint", "ckpt.pt")),
+    Cli("figures", "figures.__main__", args=("--only", "sam_entropy", "--quick"),
+        bad=("--only", "no_such_figure"), work="figures.fig_sam_entropy:make",
+        corrupt=(None, "sam_entropy/sam_entropy_quick.nc")),
+    Cli("figures.fig_sam_entropy", "figures.fig_sam_entropy", args=("--quick",),
+        bad=("--results", "{file}/sub"), work="figures.fig_sam_entropy:make",
+        corrupt=(None, "sam_entropy/sam_entropy_quick.nc")),
+    *[Cli(f"llm_validation {step}", "llm_validation.__main__", (step,), ("--run-dir", "dir"),
+          bad=("--set", "no_such_key=1"), work="llm_validation.pipeline:stage_functions",
+          extra=("llm",)) for step in LLM_STEPS],
+    Cli("llm_validation finetune", "llm_validation.__main__", ("finetune",), ("--run-dir", "dir"),
+        bad=("--set", "no_such_key=1"), work="llm_validation.pipeline:run_finetune",
+        extra=("llm",)),
+    Cli("llm_validation run-all", "llm_validation.__main__", ("run-all",), ("--run-dir", "dir"),
+        bad=("--set", "no_such_key=1"), work="llm_validation.pipeline:run_all", extra=("llm",)),
+    Cli("llm_validation show-config", "llm_validation.__main__", ("show-config",), None,
+        bad=("--set", "no_such_key=1"), extra=("llm",)),
+    Cli("llm_validation models", "llm_validation.__main__", ("models",), None, extra=("llm",)),
+    Cli("llm_validation convert", "llm_validation.__main__", ("convert",), None,
+        args=("smollm2",),
+        work="llm_validation.models:resolve_model", extra=("llm",)),
+    Cli("llm_validation corpus", "llm_validation.__main__", ("corpus",),
+        args=("--n-train", "20", "--n-test", "2"), bad=("--n-train", "-1"),
+        huge=("--n-train", "10000000000"), work="llm_validation.corpus:write_corpus",
+        extra=("llm",)),
+    Cli("llm_validation confirm", "llm_validation.__main__", ("confirm",),
+        bad=("--seeds", "x"), work="llm_validation.confirm:run_confirmation", extra=("llm",)),
+]  # fmt: skip
+BY_ID = {c.id: c for c in CLIS}
+
+
+def _cases(case: str):
+    """``pytest.param`` per CLI to which ``case`` applies."""
+    applies = {
+        "help": lambda c: True,
+        "unknown_flag": lambda c: True,
+        "bad_value": lambda c: bool(c.bad),
+        "bad_env": lambda c: True,
+        "out_is_a_file": lambda c: c.out is not None,
+        "too_big": lambda c: c.huge is not None,
+        "ctrl_c": lambda c: c.work is not None,
+        "corrupt": lambda c: c.corrupt is not None,
+    }[case]
+    return [pytest.param(c, id=c.id) for c in CLIS if applies(c)]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _main(cli: Cli):
+    for extra in cli.extra:
+        from sims.extras import is_available
+
+        if not is_available(extra):
+            pytest.skip(f"needs the `{extra}` extra")
+    return importlib.import_module(cli.module).main
+
+
+def _run(cli: Cli, argv, capsys) -> tuple[int, str, str]:
+    """``main(argv)`` in-process: ``(exit status, stdout, stderr)``."""
+    main = _main(cli)
+    capsys.readouterr()
+    try:
+        code = main([*cli.prefix, *argv])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _expand(args, tmp_path: Path) -> list[str]:
+    afile = tmp_path / "afile"
+    afile.write_text("not a result\n")
+    out = []
+    for a in args:
+        if a.startswith("10**"):
+            a = str(10 ** int(a[4:]))
+        out.append(a.replace("{file}", str(afile)))
+    return out
+
+
+def _out_args(cli: Cli, target: Path) -> list[str]:
+    if cli.out is None:
+        return []
+    flag, kind = cli.out
+    return [flag, str(target.with_suffix(".nc") if kind == "nc" else target)]
+
+
+def _isolate(cli: Cli, tmp_path: Path, monkeypatch) -> list[str]:
+    """Results and outputs under ``tmp_path``; the common arguments of every case."""
+    monkeypatch.chdir(tmp_path)
+    args = []
+    if cli.module.startswith("figures") or ("linear_attention" in cli.id and cli.prefix):
+        args = ["--results", str(tmp_path / "results")]
+    return args
+
+
+def _patch_work(cli: Cli, monkeypatch, action) -> None:
+    """Replace the CLI's work function by ``action`` (a callable raising or failing)."""
+    module, _, attr = cli.work.partition(":")
+    mod = importlib.import_module(module)
+    if attr == "CLAIMS":  # theory: every claim's check
+        from theory import load_all
+
+        load_all()
+        for name, c in list(mod.CLAIMS.items()):
+            monkeypatch.setitem(mod.CLAIMS, name, dataclasses.replace(c, func=action))
+        return
+    if attr == "stage_functions":  # llm_validation pipeline steps: every stage
+        monkeypatch.setattr(mod, attr, lambda: {s: action for s in (*LLM_STEPS, "finetune")})
+        return
+    monkeypatch.setattr(mod, attr, action)
+
+
+def _never(*args, **kwargs):
+    pytest.fail("the work started although the input is invalid")
+
+
+def _interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+_BAR = re.compile(r"\d+%\||\d+/\d+ \[")  # a tqdm progress-bar fragment
+
+
+def _one_error_line(err: str) -> str:
+    """The single line on stderr besides progress bars (which may precede it)."""
+    lines = [ln for ln in err.replace("\r", "\n").splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not _BAR.search(ln) or "error:" in ln]
+    assert "Traceback" not in err, err
+    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{err}"
+    return lines[0]
+
+
+def _nothing_written(tmp_path: Path, before: set[Path]) -> None:
+    new = sorted(p for p in tmp_path.rglob("*") if p not in before)
+    assert not new, f"a refused run wrote {[str(p.relative_to(tmp_path)) for p in new]}"
+
+
+def _snapshot(tmp_path: Path) -> set[Path]:
+    return set(tmp_path.rglob("*"))
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+@functools.cache
+def _entry_points() -> frozenset[str]:
+    """Modules of the package with a ``__main__`` guard or a top-level ``def main``."""
+    found = set()
+    for pkg in PACKAGES:
+        for path in (REPO / pkg).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            has_main = any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body)
+            guard = any(isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)
+                        for n in tree.body)  # fmt: skip
+            if has_main or guard:
+                rel = path.relative_to(REPO).with_suffix("")
+                found.add(".".join(rel.parts))
+    return frozenset(found)
+
+
+def _figure_modules() -> list[str]:
+    return sorted(m for m in _entry_points() if m.startswith("figures.fig"))
+
+
+def test_every_entry_point_is_registered():
+    """A new CLI must join :data:`CLIS` (figure modules are checked one by one below)."""
+    registered = {c.module for c in CLIS}
+    missing = sorted(m for m in _entry_points() if m not in registered and m.startswith(
+        tuple(f"{p}." for p in PACKAGES)) and not m.startswith("figures.fig"))  # fmt: skip
+    assert not missing, f"register these CLIs in tests/test_cli_contract_all.py: {missing}"
+    assert {"sims.sam_entropy", "theory.__main__", "figures.__main__"} <= _entry_points()
+    assert len(_figure_modules()) >= 20
+
+
+@pytest.mark.parametrize("module", _figure_modules())
+def test_every_figure_module_keeps_the_contract(module, tmp_path, capsys):
+    """Each figure's ``main`` refuses a regular file as ``--out`` in one line (figure_main)."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    mod = importlib.import_module(module)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--out", str(afile), "--results", str(tmp_path / "r")])
+    assert exc.value.code == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"python -m {module}: error:")
+    assert afile.read_text() == "x" and not (tmp_path / "r").exists()
+
+
+def test_help_names_methods_as_the_flag_accepts_them(capsys):
+    """``linear_attention --help`` named methods (sam_flow) in a spelling --optimizer rejected."""
+    main = _main(BY_ID["sims.linear_attention"])
+    from sims.linear_attention.__main__ import _train_parser
+    from sims.linear_attention.experiment import METHOD_NAMES
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    named = text.split("Methods (--optimizer): ")[1].split(".")[0].split(", ")
+    assert len(named) == len(METHOD_NAMES)
+    for name in (*named, *METHOD_NAMES):  # the help's spelling and the library's
+        assert _train_parser().parse_args(["--optimizer", name]).optimizer in named
+
+
+# --------------------------------------------------------------------------- in-process cases
+
+
+@pytest.mark.parametrize("cli", _cases("help"))
+def test_help(cli, capsys):
+    code, out, err = _run(cli, ["--help"], capsys)
+    assert code == 0 and out.strip(), err
+    flat = "".join(out.split())  # argparse wraps long paths at hyphens
+    assert "".join(str(REPO).split()) not in flat, "help shows an absolute path of this checkout"
+
+
+@pytest.mark.parametrize("cli", _cases("unknown_flag"))
+def test_unknown_flag(cli, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _run(cli, ["--no-such-flag"], capsys)
+    assert code == 2
+    assert "--no-such-flag" in _one_error_line(err)
+
+
+@pytest.mark.parametrize("cli", _cases("bad_value"))
+def test_bad_value(cli, tmp_path, monkeypatch, capsys):
+    common = _isolate(cli, tmp_path, monkeypatch)
+    argv = [*common, *_expand(cli.args, tmp_path), *_expand(cli.bad, tmp_path)]
+    before = _snapshot(tmp_path)
+    code, _, err = _run(cli, [*argv, *_out_args(cli, tmp_path / "out")], capsys)
+    assert code == 2
+    _one_error_line(err)
+    _nothing_written(tmp_path, before)
+
+
+@pytest.mark.parametrize("cli", _cases("bad_env"))
+@pytest.mark.parametrize("value", ["0", "two"])
+def test_bad_environment_variable(cli, value, tmp_path, monkeypatch, capsys):
+    common = _isolate(cli, tmp_path, monkeypatch)
+    if cli.work:
+        _patch_work(cli, monkeypatch, _never)
+    monkeypatch.setenv("SBT_WORKERS", value)
+    argv = [*common, *_expand(cli.args, tmp_path), *_out_args(cli, tmp_path / "out")]
+    before = _snapshot(tmp_path)
+    code, _, err = _run(cli, argv, capsys)
+    assert code == 2
+    assert f"SBT_WORKERS={value!r}" in _one_error_line(err)
+    _nothing_written(tmp_path, before)
+
+
+@pytest.mark.parametrize("cli", _cases("out_is_a_file"))
+def test_existing_file_as_out_is_refused(cli, tmp_path, monkeypatch, capsys):
+    common = _isolate(cli, tmp_path, monkeypatch)
+    if cli.work:
+        _patch_work(cli, monkeypatch, _never)
+    flag, kind = cli.out
+    target = tmp_path / ("notes.nc" if kind == "nc" else "notes")
+    target.write_text("my notes\n")
+    argv = [*common, *_expand(cli.args, tmp_path), flag, str(target)]
+    before = _snapshot(tmp_path)
+    code, _, err = _run(cli, argv, capsys)
+    assert code == 2
+    assert flag in _one_error_line(err)
+    assert target.read_text() == "my notes\n"
+    _nothing_written(tmp_path, before)
+
+
+@pytest.mark.parametrize("cli", _cases("too_big"))
+def test_too_big_is_refused_before_allocating(cli, tmp_path, monkeypatch, capsys):
+    common = _isolate(cli, tmp_path, monkeypatch)
+    _patch_work(cli, monkeypatch, _never)
+    argv = [*common, *_expand(cli.args, tmp_path), *_expand(cli.huge, tmp_path)]
+    before = _snapshot(tmp_path)
+    t0 = time.perf_counter()
+    code, _, err = _run(cli, [*argv, *_out_args(cli, tmp_path / "out")], capsys)
+    assert code == 2
+    line = _one_error_line(err)
+    assert "memory" in line and "this machine has" in line, line
+    assert time.perf_counter() - t0 < 10  # refused from the sizes, nothing allocated
+    _nothing_written(tmp_path, before)
+
+
+@pytest.mark.parametrize("cli", _cases("ctrl_c"))
+def test_ctrl_c_is_one_line_and_exit_130(cli, tmp_path, monkeypatch, capsys):
+    common = _isolate(cli, tmp_path, monkeypatch)
+    _patch_work(cli, monkeypatch, _interrupt)
+    argv = [*common, *_expand(cli.args, tmp_path), *_out_args(cli, tmp_path / "out")]
+    code, _, err = _run(cli, argv, capsys)
+    assert code == 130
+    assert "interrupted" in _one_error_line(err)
+    empty = [p for p in tmp_path.rglob("*") if p.is_dir() and not any(p.iterdir())]
+    assert not empty, f"Ctrl-C left empty folders {empty}"
+
+
+@pytest.mark.parametrize("cli", _cases("corrupt"))
+def test_corrupt_saved_file_is_named(cli, tmp_path, monkeypatch, capsys):
+    common = _isolate(cli, tmp_path, monkeypatch)
+    flag, rel = cli.corrupt
+    path = (tmp_path / "results" / rel) if flag is None else tmp_path / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89HDF\r\n\x1a\n truncated")
+    if flag is None:  # the reader must see the file: do not replace the work function
+        argv = [*common, *_expand(cli.args, tmp_path)]
+    else:
+        _patch_work(cli, monkeypatch, _never)
+        argv = [*common, *_expand(cli.args, tmp_path), flag, str(path)]
+    code, _, err = _run(cli, [*argv, *_out_args(cli, tmp_path / "out")], capsys)
+    assert code == 2
+    line = _one_error_line(err)
+    assert str(path) in line and ("delete it" in line), line
+
+
+# --------------------------------------------------------------------------- size estimates
+
+
+def _sam_entropy_estimate(argv):
+    import sims.sam_entropy as se
+
+    return se.estimate(se.build_parser().parse_args(argv)).memory
+
+
+def _sosd_toy_estimate(argv):
+    import sims.sosd_toy as st
+
+    a = st.build_parser().parse_args(argv)
+    return st.estimate(st.ToyConfig(n=a.n, d=a.d, steps=a.steps)).memory
+
+
+def _markov_ode_estimate(argv):
+    import sims.markov.__main__ as mk
+    from sims.markov.tensor_dynamics import FlowConfig
+
+    a = mk.build_parser().parse_args(argv)
+    return mk.ode_estimate(FlowConfig(T=a.T, t_max=a.t_max)).memory
+
+
+#: ``(CLI, argv with {n}, small n, large n, estimate(argv) -> bytes)``: runs of two sizes whose
+#: measured memory difference the estimates must bound (and not overstate 20-fold).
+SIZES = [
+    ("sims.sam_entropy", ["--no-cross-check", "--no-write", "--json", "--dim", "{n}"], 50, 250,
+     _sam_entropy_estimate),
+    ("sims.sosd_toy", ["--d", "8", "--n", "4", "--steps", "{n}", "--out", "{tmp}"], 100, 1000,
+     _sosd_toy_estimate),
+    ("sims.markov ode", ["ode", "--t-max", "10", "--T", "{n}"], 20, 200, _markov_ode_estimate),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("cli_id", "argv", "small", "large", "estimate"), SIZES,
+                         ids=[s[0] for s in SIZES])  # fmt: skip
+def test_memory_estimates_bound_the_measured_growth(cli_id, argv, small, large, estimate,
+                                                    tmp_path, capsys):  # fmt: skip
+    """Python/numpy memory (tracemalloc) grows by no more than the estimate between two sizes."""
+    import tracemalloc
+
+    main = _main(BY_ID[cli_id])
+
+    def args(n):
+        return [a.format(n=n, tmp=tmp_path / str(n)) for a in argv]
+
+    def peak(n):
+        tracemalloc.start()
+        try:
+            main(args(n))
+        finally:
+            top = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        return top
+
+    main(args(small))  # imports and caches first
+    measured = peak(large) - peak(small)
+    capsys.readouterr()
+    estimated = estimate(args(large)) - estimate(args(small))
+    assert measured > 0
+    assert measured <= estimated <= 20 * measured, (measured, estimated)
+
+
+# --------------------------------------------------------------------------- real signals
+
+
+def _sigint_when(cmd: list[str], marker: str, tmp_path: Path, timeout: float = 90.0):
+    """Start ``cmd``, send SIGINT once ``marker`` appears on its stderr; ``(code, stderr)``."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONFAULTHANDLER="1")
+    env.pop("SBT_WORKERS", None)
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(
+        lambda: proc.stderr.read1(4096), b"")), daemon=True)  # fmt: skip
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while marker.encode() not in b"".join(chunks):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"{marker!r} never appeared on stderr: {b''.join(chunks).decode()!r}")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.stdout.read()
+    code = proc.wait(timeout=60)
+    reader.join(timeout=10)
+    return code, b"".join(chunks).decode(errors="replace")
+
+
+def _check_interrupted(code: int, err: str, prog: str) -> str:
+    assert code == 130, f"exit {code} (-11 is a segmentation fault):\n{err[-3000:]}"
+    assert "Traceback" not in err and "Fatal Python error" not in err, err[-3000:]
+    lines = [ln for ln in err.replace("\r", "\n").splitlines() if "error" in ln]
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: interrupted"), err[-3000:]
+    assert err.rstrip().endswith(lines[0].rstrip())
+    return lines[0]
+
+
+def test_sigint_core_cli(tmp_path):
+    code, err = _sigint_when(
+        [sys.executable, "-m", "sims.sam_entropy", "--dim", "4000", "--out", "res"],
+        "learning times", tmp_path,
+    )  # fmt: skip
+    line = _check_interrupted(code, err, "python -m sims.sam_entropy")
+    assert "nothing" in line or "before any result" in line
+    assert not (tmp_path / "res").exists()  # a refused or interrupted run leaves no folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("argv", "marker", "extra"),
+    [
+        # at "3/4" JAX compiles the training scan: an interrupt then crashed at exit (issue 24)
+        (["sims.linear_attention", "--runs", "2", "--P", "200", "--steps", "3001",
+          "--paper-steps", "1001", "--d", "3", "--heads", "3", "--out", "r.nc"], "3/4", "jax"),
+        (["sims.markov", "train", "--scale", "quick", "--steps", "100000", "--checkpoint",
+          "c.pt"], "train", "torch"),
+    ],
+)  # fmt: skip
+def test_sigint_jax_and_torch_clis(argv, marker, extra, tmp_path):
+    from sims.extras import is_available
+
+    if not is_available(extra):
+        pytest.skip(f"needs the `{extra}` extra")
+    code, err = _sigint_when([sys.executable, "-m", *argv], marker, tmp_path)
+    prog = "python -m " + argv[0]
+    line = _check_interrupted(code, err, prog)
+    if "--checkpoint" in argv:
+        assert "c.pt" in line
+    assert not list(tmp_path.glob("*.nc"))
