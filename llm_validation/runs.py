@@ -4,7 +4,8 @@ Each stage (``proxy``, ``selection/<name>``, ``finetune/<setting>``, ...) writes
 folder a ``stage.json`` with the stage's config, its hash and a status (``running``,
 ``success``). Rerunning a stage with the same config resumes (or skips it when finished);
 rerunning it with a different config is refused before anything is written, so a resume can
-never mix two configurations or overwrite a finished result.
+never mix two configurations or overwrite a finished result. A damaged ``stage.json`` is
+refused by name for the same reason.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class Stage:
         """
         if not self.meta_path.exists():
             return "new"
-        old = read_json(self.meta_path)
+        old = self._read()
         if old.get("config_hash") != self.hash:
             before = old.get("config", {})
             now = to_jsonable(self.config)
@@ -89,4 +90,18 @@ class Stage:
 
     def summary(self) -> dict:
         """The summary of a finished stage."""
-        return read_json(self.meta_path).get("summary", {})
+        return self._read().get("summary", {})
+
+    def _read(self) -> dict:
+        """The stage file; a damaged one is refused by name (it guards the folder's config)."""
+        try:
+            old = read_json(self.meta_path)
+            if not isinstance(old, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:
+            raise IncompatibleRunError(
+                f"{self.meta_path} is unreadable ({type(exc).__name__}: {exc}); it records which "
+                f"config made {self.folder}, so nothing was resumed or overwritten. Delete that "
+                "folder to recompute the stage."
+            ) from None
+        return old
