@@ -43,6 +43,7 @@ from llm_validation.runs import Stage
 
 __all__ = [
     "STAGES",
+    "assign_to_hard",
     "check_inputs",
     "load_split",
     "load_benchmarks",
@@ -457,20 +458,42 @@ def _recluster(cfg, train, synthetic, sel, *, quiet):
                                progress=not quiet, score_examples=synthetic)  # fmt: skip
     k = sel.attrs["n_checkpoints"]
     feats = trajectory_features(traj["loss"].values[:, :k], cfg.selection.features)
-    keep, hard_of = [], 0
-    for row, ex in enumerate(synthetic):
-        info = sel.attrs["per_source"].get(ex.source if cfg.selection.per_source else "all", {})
+    keep, hard = assign_to_hard(feats, [e.source for e in synthetic], sel.attrs["per_source"],
+                                per_source=cfg.selection.per_source)  # fmt: skip
+    kept = [e for e, k_ in zip(synthetic, keep, strict=True) if k_]
+    return kept, {"synthetic": len(synthetic), "kept": len(kept), "assigned_hard": int(hard.sum())}
+
+
+def assign_to_hard(feats: np.ndarray, sources, per_source: dict, *, per_source_mode: bool = True):
+    """Place new examples (synthetic rephrasings) on the selection's clusters.
+
+    A row is *hard* when the nearest k-means centre of its source (squared Euclidean distance
+    in feature space) is the last one, the highest-loss cluster (centres are ordered by mean
+    loss, :class:`sims.selection.ClusterResult`). A row of a source upsampled whole (rule
+    ``small``) is kept without a cluster; a source without centres keeps nothing.
+
+    Args:
+        feats: ``(n, n_features)`` features of the new rows (same map as the selection's).
+        sources: each row's source.
+        per_source: the selection's ``attrs["per_source"]`` (``rule``, ``centers`` per source).
+        per_source_mode: clusters are per source (else one global entry ``"all"``).
+
+    Returns:
+        ``(keep, hard)`` boolean arrays: kept rows, and those assigned to a hard cluster.
+    """
+    n = len(sources)
+    keep, hard = np.zeros(n, bool), np.zeros(n, bool)
+    for row, src in enumerate(sources):
+        info = per_source.get(src if per_source_mode else "all", {})
         if info.get("rule") == "small":
-            keep.append(ex)
+            keep[row] = True
             continue
-        centers = np.asarray(info.get("centers", []))
+        centers = np.asarray(info.get("centers", []), dtype=float)
         if centers.size == 0:
             continue
         d = ((centers - feats[row]) ** 2).sum(axis=1)
-        if int(np.argmin(d)) == len(centers) - 1:
-            keep.append(ex)
-            hard_of += 1
-    return keep, {"synthetic": len(synthetic), "kept": len(keep), "assigned_hard": hard_of}
+        hard[row] = keep[row] = int(np.argmin(d)) == len(centers) - 1
+    return keep, hard
 
 
 def _read_synthetic(path: Path) -> list[Example]:

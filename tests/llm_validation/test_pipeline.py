@@ -332,3 +332,47 @@ def test_two_process_cpu_launch_matches_one_process(workdir, tiny_model_dir, tmp
     w2 = load_file(str(tmp_path / "two/finetune/ft/final/adapter_model.safetensors"))
     for k in w1:
         np.testing.assert_allclose(w1[k].numpy(), w2[k].numpy(), rtol=1e-3, atol=1e-5)
+
+
+def test_assign_to_hard_places_rows_on_their_sources_clusters():
+    """Nearest centre of the row's own source; the last centre is the hard one."""
+    from llm_validation.pipeline import assign_to_hard
+
+    per_source = {
+        "a": {"rule": "clustered", "centers": [[1.0, 1.0], [3.0, 3.0]]},  # easy, hard
+        "b": {"rule": "clustered", "centers": [[3.0, 3.0], [9.0, 9.0]]},  # same point is easy here
+        "c": {"rule": "small"},
+        "d": {"rule": "degenerate"},
+    }
+    feats = np.array([[0.9, 1.2], [2.9, 3.5], [2.9, 3.5], [50.0, 50.0], [3.0, 3.0], [1.0, 1.0]])
+    keep, hard = assign_to_hard(feats, ["a", "a", "b", "c", "d", "zz"], per_source)
+    assert hard.tolist() == [False, True, False, False, False, False]
+    assert keep.tolist() == [False, True, False, True, False, False]
+    glob = {"all": {"rule": "clustered", "centers": [[0.0, 0.0], [2.0, 2.0], [5.0, 5.0]]}}
+    rows = np.array([[0.9, 1.2], [4.6, 4.0], [2.2, 1.9]])  # nearest: [2,2], [5,5], [2,2]
+    keep, hard = assign_to_hard(rows, ["a", "b", "c"], glob, per_source_mode=False)
+    assert hard.tolist() == keep.tolist() == [False, True, False]  # only the last centre is hard
+
+
+def test_report_takes_each_columns_best_checkpoint_by_average(tmp_path, monkeypatch):
+    """With every epoch evaluated, a column shows its checkpoint of best average accuracy."""
+    from llm_validation import pipeline
+    from llm_validation.config import load_config
+
+    def scores(gsm, math):
+        return {"gsm8k": {"accuracy": gsm, "n": 10}, "math": {"accuracy": math, "n": 10}}
+
+    results = {
+        "pretrained": {"column": "pretrained", "scores": scores(0.1, 0.1)},
+        "ft/checkpoint-4": {"column": "ft", "scores": scores(0.6, 0.0)},  # avg 0.3
+        "ft/checkpoint-8": {"column": "ft", "scores": scores(0.2, 0.6)},  # avg 0.4: best
+        "ft_up/checkpoint-5": {"column": "ft_up", "scores": scores(0.5, 0.5)},  # best
+        "ft_up/checkpoint-10": {"column": "ft_up", "scores": scores(0.7, 0.1)},
+    }
+    monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, quiet=False: results)
+    cfg = load_config(None, {"run_dir": str(tmp_path), "evaluate.checkpoints": "all"})
+    text = pipeline.run_report(cfg, quiet=True)
+    assert "| GSM8K | 10 | 10.0 | 20.0 | **50.0** |" in text
+    assert "| MATH | 10 | 10.0 | **60.0** | 50.0 |" in text
+    assert "PT: pretrained, FT: ft/checkpoint-8, FT+UP: ft_up/checkpoint-5" in text
+    assert (tmp_path / "report.md").read_text() == text

@@ -109,6 +109,29 @@ def test_loss_recorder_does_not_change_training(tiny_model_dir, examples, tmp_pa
     assert traj[:, 1].mean() < traj[:, 0].mean()  # lr 1e-2 on LoRA: the loss drops
 
 
+@pytest.mark.parametrize(("scheduler", "warmup"), [("cosine", 0.25), ("linear", 0.5)])
+def test_learning_rate_schedule(tiny_model_dir, examples, tmp_path, scheduler, warmup):
+    """training_arguments' schedule: linear warm-up over ceil(ratio x T) steps, then the decay."""
+    model, tok = load_model(tiny_model_dir, device="cpu")
+    total, lr = 8, 1e-3
+    args = training_arguments(tmp_path, per_device_batch_size=4, batch_size=8, epochs=1, lr=lr,
+                              warmup_ratio=warmup, scheduler=scheduler, seed=0,
+                              save_strategy="no", progress=False)  # fmt: skip
+    recs = tokenize_examples(examples[:8], tok, max_length=64)
+    tr = build_trainer(model, tok, TokenDataset(recs), args)
+    tr.create_optimizer_and_scheduler(num_training_steps=total)
+    got = []
+    for _ in range(total):
+        got.append(tr.lr_scheduler.get_last_lr()[0])
+        tr.optimizer.step()
+        tr.lr_scheduler.step()
+    w = math.ceil(warmup * total)
+    decay = {"cosine": lambda x: 0.5 * (1 + math.cos(math.pi * x)), "linear": lambda x: 1 - x}
+    want = [lr * (t / w if t < w else decay[scheduler]((t - w) / (total - w)))
+            for t in range(total)]  # fmt: skip
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-15)
+
+
 def test_plan_proxy_steps():
     cfg = ProxyConfig(batch_size=128, epoch_fraction=1 / 3, n_checkpoints=5)
     p = plan_proxy(20_000, cfg)
@@ -138,13 +161,15 @@ def test_proxy_trajectories_resume_after_kill(tiny_model_dir, examples, tmp_path
 
     from transformers import AutoModelForCausalLM
 
-    cfg = ProxyConfig(model=str(tiny_model_dir), epoch_fraction=0.5, schedule_epochs=1.0,
+    cfg = ProxyConfig(model=str(tiny_model_dir), epoch_fraction=0.5, schedule_epochs=2.0,
                       n_checkpoints=3, lr=1e-2, batch_size=8, per_device_batch_size=4,
                       seed=3, save_steps=3)  # fmt: skip
-    ex = examples[:90]  # ceil(90/8) = 12 steps/epoch, stop at 6, record at 2, 4, 6
+    # ceil(90/8) = 12 steps/epoch, a 24-step schedule cut at 6, records at 2, 4, 6
+    ex = examples[:90]
     keep = dataclasses.replace(cfg, keep_checkpoints=True)
     full = record_trajectories(ex, keep, tmp_path / "full", max_length=64, progress=False)
     assert full["step"].values.tolist() == [2, 4, 6]
+    np.testing.assert_allclose(full["epoch"].values, np.array([2, 4, 6]) / 12)
     assert full.sizes == {"example": 90, "checkpoint": 3}
     assert full["source"].values[1] == "data/CoT/gsm_style.json"
     (ckpt,) = (tmp_path / "full" / "trainer").iterdir()  # only the newest is kept
