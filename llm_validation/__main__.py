@@ -28,7 +28,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sims.cli import ArgumentParser, UsageError, run_cli
@@ -134,6 +134,7 @@ def _run_step(step: str) -> Callable[[argparse.Namespace], int]:
         cfg = _load_config(args)
         require("llm", what=WHAT)
         from llm_validation import pipeline
+        from llm_validation.runs import leave_no_empty_folders
 
         settings = args.settings.split(",") if getattr(args, "settings", None) else None
         if args.dry_run:
@@ -141,7 +142,7 @@ def _run_step(step: str) -> Callable[[argparse.Namespace], int]:
             return 0
         pipeline.check_inputs(cfg, step, settings=settings)
         _check_dir(cfg.run_dir, "--run-dir")
-        with _no_empty_folders_left(cfg.run_dir):
+        with leave_no_empty_folders(cfg.run_dir):
             if step == "run-all":
                 pipeline.run_all(cfg, quiet=args.quiet)
             elif step == "finetune":
@@ -228,11 +229,12 @@ def _corpus_arguments(p: argparse.ArgumentParser) -> None:
 
 def _corpus(args) -> int:
     from llm_validation.corpus import write_corpus
+    from llm_validation.runs import leave_no_empty_folders
     from sims.io import ensure_writable
 
     out = _check_dir(args.out, "--out")
     _check_corpus_size(args)
-    with _no_empty_folders_left(out):
+    with leave_no_empty_folders(out):
         ensure_writable(out, kind="dir", arg="--out")
         paths = write_corpus(out, n_train=args.n_train, n_test=args.n_test,
                              n_pretrain=args.n_pretrain, n_heldout=args.n_heldout,
@@ -332,6 +334,7 @@ def _confirm(args) -> int:
 
     require("llm", what=f"{WHAT} confirm")
     from llm_validation.confirm import SCALES, run_confirmation
+    from llm_validation.runs import leave_no_empty_folders
 
     cfg = SCALES[args.scale]
     if args.seeds:
@@ -359,7 +362,7 @@ def _confirm(args) -> int:
               f"  seeds: {', '.join(map(str, cfg.seeds))}")  # fmt: skip
         return 0
     _check_dir(out, "--out")
-    with _no_empty_folders_left(out):
+    with leave_no_empty_folders(out):
         run_confirmation(cfg, out, quiet=args.quiet)
     return 0
 
@@ -479,26 +482,6 @@ def _check_dir(path: str | os.PathLike, flag: str) -> Path:
                                  f"in {str(parent)!r}); choose another folder.")  # fmt: skip
             break
     return target
-
-
-@contextlib.contextmanager
-def _no_empty_folders_left(root: str | os.PathLike) -> Iterator[None]:
-    """On failure or Ctrl-C, remove the new folders under (and up to) ``root`` left empty.
-
-    Folders with content (checkpoints, finished stages) are kept.
-    """
-    root = Path(root).expanduser().absolute()
-    anchor = next(p for p in (root, *root.parents) if p.exists())
-    before = {Path(d) for d, _, _ in os.walk(anchor)} if anchor == root else set()
-    try:
-        yield
-    except BaseException:
-        created = {Path(d) for d, _, _ in os.walk(root)} - before if root.exists() else set()
-        chain = [p for p in (root, *root.parents) if p != anchor and anchor in p.parents]
-        for d in sorted(created | set(chain), key=lambda q: len(q.parts), reverse=True):
-            with contextlib.suppress(OSError):
-                d.rmdir()  # only succeeds on an empty folder
-        raise
 
 
 # ----------------------------------------------------------------------------- main

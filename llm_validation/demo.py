@@ -93,8 +93,11 @@ def run(args) -> int:
     out = Path(args.out).expanduser()
     if out.exists() and not out.is_dir():
         raise ValueError(f"`--out` {str(out)!r} is an existing file; give a folder.")
+    from llm_validation.runs import leave_no_empty_folders
+
     t0 = time.perf_counter()
-    paths = run_demo(out, size=args.size, quiet=args.quiet)
+    with leave_no_empty_folders(out):
+        paths = run_demo(out, size=args.size, quiet=args.quiet)
     print(f"demo finished in {time.perf_counter() - t0:.0f} s; where to look:")
     for what, path in paths.items():
         print(f"  {what:<11} {path}")

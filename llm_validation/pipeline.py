@@ -166,7 +166,8 @@ def plan(cfg: PipelineConfig) -> str:
             f"finetune[{setting}]: {f.model}, {lora_desc}, {f.optimizer}, {f.epochs:g} epochs, "
             f"batch {f.batch_size} = {f.per_device_batch_size}"
             f" x {fp['accumulation']} accumulation x {fp['processes']} processes; "
-            f">= {fp['total_steps']} steps{extra}"
+            f">= {fp['total_steps']} steps{extra}; checkpoints every {f.save_steps} steps and "
+            "at each epoch's end"
         )
     lines.append(f"    target: {describe_model(f.model)}")
     e = cfg.evaluate

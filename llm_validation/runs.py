@@ -5,21 +5,23 @@ folder a ``stage.json`` with the stage's config, its hash and a status (``runnin
 ``success``). Rerunning a stage with the same config resumes (or skips it when finished);
 rerunning it with a different config is refused before anything is written, so a resume can
 never mix two configurations or overwrite a finished result. A damaged ``stage.json`` is
-refused by name for the same reason.
+refused by name for the same reason. :func:`leave_no_empty_folders` removes the folders a
+failed or interrupted run created and left empty.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from sims.io import provenance, read_json, to_jsonable, write_json
 
-__all__ = ["IncompatibleRunError", "Stage"]
+__all__ = ["IncompatibleRunError", "Stage", "leave_no_empty_folders"]
 
 
 class IncompatibleRunError(ValueError):
@@ -105,3 +107,23 @@ class Stage:
                 "folder to recompute the stage."
             ) from None
         return old
+
+
+@contextlib.contextmanager
+def leave_no_empty_folders(root: str | os.PathLike) -> Iterator[None]:
+    """On failure or Ctrl-C, remove the new folders under (and up to) ``root`` left empty.
+
+    Folders with content (checkpoints, finished stages) are kept.
+    """
+    root = Path(root).expanduser().absolute()
+    anchor = next(p for p in (root, *root.parents) if p.exists())
+    before = {Path(d) for d, _, _ in os.walk(anchor)} if anchor == root else set()
+    try:
+        yield
+    except BaseException:
+        created = {Path(d) for d, _, _ in os.walk(root)} - before if root.exists() else set()
+        chain = [p for p in (root, *root.parents) if p != anchor and anchor in p.parents]
+        for d in sorted(created | set(chain), key=lambda q: len(q.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only succeeds on an empty folder
+        raise
