@@ -314,18 +314,22 @@ def _read_result(path: Path, step: str):
         return None
 
 
-def _read_trajectories(cfg: PipelineConfig):
+def _read_input(path: Path, fix: str):
+    """A previous stage's NetCDF result; a damaged one is refused by name, with ``fix``."""
     from sims.io import read_netcdf
 
+    try:
+        return read_netcdf(path)
+    except _DAMAGED as exc:
+        raise ValueError(f"{path} is unreadable ({type(exc).__name__}); {fix}.") from None
+
+
+def _read_trajectories(cfg: PipelineConfig):
     path = _run_dir(cfg) / "proxy" / "trajectories.nc"
     _proxy_stage(cfg).check()  # refuses trajectories made with another proxy/data config
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing; run the `proxy` step first.")
-    try:
-        return read_netcdf(path)
-    except _DAMAGED as exc:
-        raise ValueError(f"{path} is unreadable ({type(exc).__name__}); rerun `proxy` to "
-                         "rebuild it from the recorded losses.") from None  # fmt: skip
+    return _read_input(path, "rerun `proxy` to rebuild it from the recorded losses")
 
 
 def _selection_stage(cfg: PipelineConfig) -> Stage:
@@ -362,17 +366,11 @@ def run_select(cfg: PipelineConfig, *, quiet: bool = False):
 
 
 def _read_selection(cfg: PipelineConfig):
-    from sims.io import read_netcdf
-
     stage = _selection_stage(cfg)
     path = stage.folder / "selection.nc"
     if stage.check() != "done":
         raise FileNotFoundError(f"{path} is missing; run `select` first.")
-    try:
-        return read_netcdf(path)
-    except _DAMAGED as exc:
-        raise ValueError(f"{path} is unreadable ({type(exc).__name__}); rerun `select` to "
-                         "recompute it.") from None  # fmt: skip
+    return _read_input(path, "rerun `select` to recompute it")
 
 
 def _synthesis_stage(cfg: PipelineConfig) -> Stage:
