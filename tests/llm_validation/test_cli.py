@@ -185,7 +185,14 @@ def test_ctrl_c_in_a_step_is_exit_130_and_one_line(tmp_path, monkeypatch, capsys
 def test_sigint_mid_finetune_is_130_one_line_and_keeps_the_checkpoint(
     tmp_path, tiny_model_dir, data_files, monkeypatch, capsys
 ):
-    """A real SIGINT (this process signals itself after optimizer step 7) during `finetune`."""
+    """A real SIGINT (sent to this process's main thread after optimizer step 7) in `finetune`.
+
+    Sent to the main thread and waited for, so the KeyboardInterrupt is raised right there
+    (a process-wide signal may be taken by another thread and land a few frames later).
+    """
+    import threading
+    import time
+
     from transformers import TrainerCallback
 
     from llm_validation import training
@@ -194,7 +201,8 @@ def test_sigint_mid_finetune_is_130_one_line_and_keeps_the_checkpoint(
     class Interrupt(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
             if state.global_step == 7:
-                os.kill(os.getpid(), signal.SIGINT)
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                time.sleep(60)  # interrupted at once by the KeyboardInterrupt
 
     build = training.build_trainer
     monkeypatch.setattr(training, "build_trainer", lambda *a, callbacks=(), **k: build(

@@ -156,6 +156,16 @@ class _KillAt(TrainerCallback):
             raise KeyboardInterrupt
 
 
+class _StepCounter(TrainerCallback):
+    """The optimizer steps this call of the Trainer ran."""
+
+    def __init__(self):
+        self.steps = []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.steps.append(state.global_step)
+
+
 def test_resume_after_kill_matches_uninterrupted(tiny_model_dir, examples, tmp_path, capsys):
     """Checkpoints every 3 steps and at each epoch's end (4 steps); a damaged newest one is
     named, set aside, and the run resumes from the one before (recomputing those steps)."""
@@ -170,7 +180,10 @@ def test_resume_after_kill_matches_uninterrupted(tiny_model_dir, examples, tmp_p
     opt = trainer / "checkpoint-6" / "optimizer.pt"
     opt.write_bytes(opt.read_bytes()[: opt.stat().st_size // 2])  # damaged on disk
     capsys.readouterr()
-    resumed = finetune(examples[:32], None, cfg, tmp_path / "cut", max_length=64, progress=False)
+    counter = _StepCounter()
+    resumed = finetune(examples[:32], None, cfg, tmp_path / "cut", max_length=64, progress=False,
+                       callbacks=[counter])  # fmt: skip
+    assert counter.steps == [5, 6, 7, 8]  # it resumed: a restart would give equal weights too
     out = capsys.readouterr().out
     assert f"checkpoint {trainer / 'checkpoint-6'} is corrupt: optimizer.pt is truncated" in out
     assert f"resumed from {trainer / 'checkpoint-4'}: step 4/8, epoch 2 at position 0/32" in out
@@ -234,7 +247,8 @@ def finetune_config(root: Path, model: Path, train_file: Path, **finetune) -> Pa
     return path
 
 
-def test_sigkill_mid_epoch_loses_at_most_save_steps(tiny_model_dir, data_files, tmp_path):
+def test_sigkill_mid_epoch_loses_at_most_save_steps(tiny_model_dir, data_files, tmp_path,
+                                                    monkeypatch):  # fmt: skip
     """`finetune` killed with SIGKILL in epoch 2 resumes from its last every-4-steps checkpoint,
     says where, and ends with the weights (and loss) of an uninterrupted run."""
     from llm_validation import pipeline
@@ -255,15 +269,22 @@ def test_sigkill_mid_epoch_loses_at_most_save_steps(tiny_model_dir, data_files, 
     import contextlib
     import io
 
+    from llm_validation import training
+
+    counter, build = _StepCounter(), training.build_trainer
+    monkeypatch.setattr(training, "build_trainer", lambda *a, callbacks=(), **k: build(
+        *a, callbacks=[*callbacks, counter], **k))  # fmt: skip
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         assert main(["finetune", "--config", str(cfg_path), "--quiet"]) == 0
+    monkeypatch.undo()
     pattern = (r"resumed from \S+checkpoint-(\d+): step (\d+)/(\d+), epoch (\d+) at "
                r"position (\d+)/(\d+) \(step (\d+)/(\d+) of the epoch\)")  # fmt: skip
     said = re.search(pattern, buf.getvalue())
     assert said, buf.getvalue()
     step = int(said[2])
     assert 0 <= kill_at - step <= save_steps
+    assert counter.steps == list(range(step + 1, 23))  # only the steps after the checkpoint
     per_epoch = math.ceil(86 / 8)
     assert [int(x) for x in said.groups()] == [
         step, step, 2 * per_epoch, step // per_epoch + 1, (step % per_epoch) * 8, 86,
