@@ -188,7 +188,9 @@ def test_sigint_mid_finetune_is_130_one_line_and_keeps_the_checkpoint(
     """A real SIGINT (sent to this process's main thread after optimizer step 7) in `finetune`.
 
     Sent to the main thread and waited for, so the KeyboardInterrupt is raised right there
-    (a process-wide signal may be taken by another thread and land a few frames later).
+    (a process-wide signal may be taken by another thread and land a few frames later). Python
+    leaves SIGINT ignored when started in the background (``cmd &``), as a terminal would not
+    send it there; the test installs the foreground handler.
     """
     import threading
     import time
@@ -208,7 +210,11 @@ def test_sigint_mid_finetune_is_130_one_line_and_keeps_the_checkpoint(
     monkeypatch.setattr(training, "build_trainer", lambda *a, callbacks=(), **k: build(
         *a, callbacks=[*callbacks, Interrupt()], **k))  # fmt: skip
     cfg = finetune_config(tmp_path, tiny_model_dir, data_files[0], epochs=1, save_steps=3)
-    assert main(["finetune", "--config", str(cfg), "--quiet"]) == 130
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert main(["finetune", "--config", str(cfg), "--quiet"]) == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert _one_line(capsys.readouterr().err).startswith(ERROR + "interrupted; finished stages")
     trainer = tmp_path / "run" / "finetune" / "ft" / "trainer"
     assert sorted(p.name for p in trainer.iterdir()) == ["checkpoint-6"]  # 3 pruned
