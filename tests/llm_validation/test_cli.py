@@ -218,3 +218,21 @@ def test_sigint_mid_finetune_is_130_one_line_and_keeps_the_checkpoint(
     assert _one_line(capsys.readouterr().err).startswith(ERROR + "interrupted; finished stages")
     trainer = tmp_path / "run" / "finetune" / "ft" / "trainer"
     assert sorted(p.name for p in trainer.iterdir()) == ["checkpoint-6"]  # 3 pruned
+
+
+def test_long_corpus_warns_with_its_estimate(monkeypatch, capsys):
+    """A corpus that fits in memory but takes minutes is written after a one-line estimate."""
+    import argparse
+
+    from llm_validation import __main__ as cli
+
+    monkeypatch.setattr(cli, "_corpus_cost", lambda sample: (2e3, 1e-3))  # 2 kB, 1 ms each
+    monkeypatch.setattr(cli, "available_memory", lambda: 64e9)
+    args = argparse.Namespace(n_train=500_000, n_pretrain=0, n_heldout=0, n_test=500)
+    cli._check_corpus_size(args)
+    line = _one_line(capsys.readouterr().err)
+    assert line == ("corpus: 503,000 problems take about 8 min and 1.0 GB of memory (estimated); "
+                    "the files are written at the end.")  # fmt: skip
+    monkeypatch.setattr(cli, "available_memory", lambda: 1e9)  # 1.0 GB > 0.8 GB usable
+    with pytest.raises(cli.UsageError, match=r"needs about 1.0 GB .* has 1.0 GB available"):
+        cli._check_corpus_size(args)
