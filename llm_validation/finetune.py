@@ -8,9 +8,12 @@ the training set repeats each example by its usage count (``1 + u`` for selected
 the Trainer shuffles it with a seeded sampler.
 
 One :class:`transformers.Trainer` (``sims.optim.hf.SAMFamilyTrainer`` for SAM-type optimizers)
-does the work; per-epoch checkpoints make a killed run resume at the last finished epoch
-(``resume_from_checkpoint``); extra ``TrainerCallback``s can be passed in (e.g. a spectral
-recorder, or a :class:`~llm_validation.training.LossRecorder` for learning-time analyses).
+does the work. It checkpoints every ``save_steps`` optimizer steps (only the newest of these is
+kept) and at the end of each epoch (kept for evaluation), so a killed run loses at most
+``save_steps`` steps: it resumes at the exact step and data position (weights, optimizer,
+schedule, RNG, the batches already seen in the epoch) and says where in one line. Extra
+``TrainerCallback``s can be passed in (e.g. a spectral recorder, or a
+:class:`~llm_validation.training.LossRecorder` for learning-time analyses).
 
 Multi-GPU / multi-node: run the same command under ``accelerate launch`` (data parallel; the
 accumulation is divided by the number of processes so the effective batch stays 128)::
@@ -25,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -94,6 +97,8 @@ def finetune(
     progress: bool = True,
     model=None,
     tokenizer=None,
+    on_start: Callable[[], object] | None = None,
+    label: str = "finetune",
 ) -> FinetuneResult:
     """Fine-tune ``cfg.model`` on ``examples`` repeated by ``counts`` (resumable).
 
@@ -101,12 +106,17 @@ def finetune(
         examples: the training examples (the original split, plus synthetic ones if any).
         counts: per-example repeat counts (``None``: each once).
         cfg: fine-tuning settings.
-        out_dir: the stage folder (``trainer/checkpoint-N`` per epoch, ``final/``).
+        out_dir: the stage folder (``trainer/checkpoint-N`` at each epoch's end plus the newest
+            every-``save_steps`` one; ``final/``).
         max_length: tokens per example.
         callbacks: extra ``TrainerCallback``s.
         progress: progress bars.
         model: an already loaded model (default: load ``cfg.model``).
         tokenizer: its tokenizer (with ``model``).
+        on_start: called once the model is loaded, LoRA applied and the data tokenized, just
+            before the first write (the pipeline marks its stage running there, so a bad
+            input leaves nothing behind).
+        label: prefix of the resume line.
 
     Returns:
         A :class:`FinetuneResult`.
@@ -119,9 +129,11 @@ def finetune(
     from llm_validation.lora import apply_lora
     from llm_validation.models import load_model
     from llm_validation.training import (
+        CheckpointKeeper,
         TokenDataset,
         build_trainer,
-        latest_checkpoint,
+        epoch_checkpoints,
+        train_resumable,
         training_arguments,
     )
 
@@ -136,7 +148,7 @@ def finetune(
     plan = plan_finetune(len(indices), cfg)  # checks the batch divides before loading anything
     final = out / "final"
     if (final / "DONE").exists():
-        ckpts = _epoch_checkpoints(out)
+        ckpts = epoch_checkpoints(out / "trainer")
         return FinetuneResult(final, ckpts, len(indices), plan["total_steps"], 0.0)
     if model is None:
         model, tokenizer = load_model(cfg.model, dtype="float32")
@@ -154,32 +166,25 @@ def finetune(
         out / "trainer", per_device_batch_size=cfg.per_device_batch_size,
         batch_size=cfg.batch_size, epochs=cfg.epochs, lr=cfg.lr,
         warmup_ratio=cfg.warmup_ratio, scheduler=cfg.scheduler, weight_decay=cfg.weight_decay,
-        seed=cfg.seed, bf16=_bf16(cfg.dtype), save_strategy="epoch",
-        save_total_limit=cfg.save_total_limit, progress=progress,
+        seed=cfg.seed, bf16=_bf16(cfg.dtype), save_steps=cfg.save_steps, progress=progress,
     )  # fmt: skip
+    keeper = CheckpointKeeper(epoch_checkpoints=True, keep_epochs=cfg.save_total_limit)
     trainer = build_trainer(
         model, tokenizer, TokenDataset(records, indices), args, optimizer=cfg.optimizer,
-        optimizer_kwargs=dict(cfg.optimizer_kwargs), callbacks=callbacks,
+        optimizer_kwargs=dict(cfg.optimizer_kwargs), callbacks=[keeper, *callbacks],
     )  # fmt: skip
+    if on_start is not None:
+        on_start()
     t0 = time.perf_counter()
-    trainer.train(resume_from_checkpoint=latest_checkpoint(out / "trainer"))
+    train_resumable(trainer, label=label, steps_per_epoch=plan["steps_per_epoch"],
+                    batch_size=cfg.batch_size, n_examples=len(indices))  # fmt: skip
     seconds = time.perf_counter() - t0
     if is_main_process():
         trainer.save_model(str(final))
         tokenizer.save_pretrained(final)
         (final / "DONE").write_text(f"steps={trainer.state.global_step}\n")
-    return FinetuneResult(
-        final, _epoch_checkpoints(out), len(indices), int(trainer.state.global_step), seconds
-    )
-
-
-def _epoch_checkpoints(out: Path) -> tuple[Path, ...]:
-    found = []
-    for p in (out / "trainer").glob("checkpoint-*"):
-        tail = p.name.split("-", 1)[1]
-        if tail.isdigit():
-            found.append((int(tail), p))
-    return tuple(p for _, p in sorted(found))
+    return FinetuneResult(final, epoch_checkpoints(out / "trainer"), len(indices),
+                          int(trainer.state.global_step), seconds)  # fmt: skip
 
 
 def load_finetuned(base: str | os.PathLike, checkpoint: str | os.PathLike, *, dtype="auto",
@@ -198,8 +203,11 @@ def load_finetuned(base: str | os.PathLike, checkpoint: str | os.PathLike, *, dt
     if (ckpt / "adapter_config.json").exists():
         from peft import PeftModel
 
+        from llm_validation.lora import quiet_peft
+
         model, tok = load_model(base, dtype=dtype, device=device, padding_side=padding_side)
-        model = PeftModel.from_pretrained(model, ckpt).merge_and_unload()
+        with quiet_peft():
+            model = PeftModel.from_pretrained(model, ckpt).merge_and_unload()
         return model, tok
     if not (ckpt / "config.json").exists():
         raise ValueError(

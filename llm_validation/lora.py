@@ -26,9 +26,13 @@ names that exist.
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Sequence
 
-__all__ = ["ATTENTION", "MLP", "resolve_lora_targets", "apply_lora"]
+__all__ = [
+    "ATTENTION", "MLP", "resolve_lora_targets", "check_lora_targets", "apply_lora", "quiet_peft",
+]  # fmt: skip
 
 ATTENTION = {
     "llama": ("q_proj", "k_proj", "v_proj", "o_proj"),
@@ -66,9 +70,7 @@ def _linear_names(model) -> list[str]:
     import torch
     from transformers.pytorch_utils import Conv1D
 
-    return [
-        n for n, m in model.named_modules() if isinstance(m, (torch.nn.Linear, Conv1D)) and n
-    ]
+    return [n for n, m in model.named_modules() if isinstance(m, (torch.nn.Linear, Conv1D)) and n]
 
 
 def resolve_lora_targets(model, spec: str | Sequence[str] = "auto") -> list[str]:
@@ -119,6 +121,31 @@ def resolve_lora_targets(model, spec: str | Sequence[str] = "auto") -> list[str]
     return list(names)
 
 
+def check_lora_targets(spec, targets: str | Sequence[str] = "auto") -> None:
+    """Check ``targets`` against the model ``spec`` without loading its weights.
+
+    For a local HF folder the model is built from its config on the meta device (no memory,
+    no weights); other specs (a GGUF file or named model not converted yet) are checked when
+    they are loaded.
+
+    Raises:
+        ValueError: as :func:`resolve_lora_targets`.
+    """
+    from llm_validation.models import _is_hf_folder, _offline, _parse_spec
+
+    kind, folder = _parse_spec(spec)
+    if kind != "hf" or not _is_hf_folder(folder):
+        return
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with _offline():
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    resolve_lora_targets(model, targets)
+
+
 def apply_lora(
     model,
     *,
@@ -143,4 +170,18 @@ def apply_lora(
     )  # fmt: skip
     if seed is not None:
         torch.manual_seed(seed)
-    return get_peft_model(model, cfg)
+    with quiet_peft():
+        return get_peft_model(model, cfg)
+
+
+@contextlib.contextmanager
+def quiet_peft():
+    """Silence the FutureWarning peft raises on every wrap under transformers 5.
+
+    peft 0.21 reads ``model.is_gradient_checkpointing``, which transformers 5 deprecates with a
+    FutureWarning on each call: nothing our users can act on. Only that message is filtered.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing",
+                                category=FutureWarning)  # fmt: skip
+        yield

@@ -42,6 +42,7 @@ __all__ = [
     "NamedModel",
     "ModelSpecError",
     "cache_root",
+    "check_model_spec",
     "describe_model",
     "load_model",
     "load_tokenizer",
@@ -184,6 +185,30 @@ def _parse_spec(spec: str | os.PathLike) -> tuple[str, Path | NamedModel]:
         f"`model` {text!r} is neither a local Hugging Face folder (with config.json), a .gguf "
         f"file, nor a named model ({', '.join(sorted(NAMED_MODELS))}): {why}."
     )
+
+
+def check_model_spec(spec: str | os.PathLike, *, key: str = "model") -> str:
+    """Check ``spec`` without loading or converting anything; return its kind.
+
+    Returns:
+        ``"hf"``, ``"gguf"`` or ``"named"``.
+
+    Raises:
+        ModelSpecError: naming ``key`` for a spec that is none of those, or a named model whose
+            package is not installed (with the install command).
+    """
+    from sims.extras import EXTRAS
+
+    try:
+        kind, target = _parse_spec(spec)
+    except ModelSpecError as exc:
+        raise ModelSpecError(f"`{key}`: {exc}") from None
+    if isinstance(target, NamedModel) and _package_dir(target.module) is None:
+        raise ModelSpecError(
+            f"`{key}` {target.name!r} needs the package `{target.package}` (the `models` "
+            f"extra); install it with: {EXTRAS['models'].install}"
+        )
+    return kind
 
 
 def describe_model(spec: str | os.PathLike, *, cache_dir=None) -> str:

@@ -43,6 +43,8 @@ from llm_validation.runs import Stage
 
 __all__ = [
     "STAGES",
+    "assign_to_hard",
+    "check_inputs",
     "load_split",
     "load_benchmarks",
     "plan",
@@ -164,7 +166,8 @@ def plan(cfg: PipelineConfig) -> str:
             f"finetune[{setting}]: {f.model}, {lora_desc}, {f.optimizer}, {f.epochs:g} epochs, "
             f"batch {f.batch_size} = {f.per_device_batch_size}"
             f" x {fp['accumulation']} accumulation x {fp['processes']} processes; "
-            f">= {fp['total_steps']} steps{extra}"
+            f">= {fp['total_steps']} steps{extra}; checkpoints every {f.save_steps} steps and "
+            "at each epoch's end"
         )
     lines.append(f"    target: {describe_model(f.model)}")
     e = cfg.evaluate
@@ -180,6 +183,70 @@ def plan(cfg: PipelineConfig) -> str:
     )
     lines.append(f"report: {Path(cfg.run_dir) / 'report.md'}")
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- checks
+
+#: What each CLI step needs checked before it writes anything.
+_NEEDS = {
+    "data": (),
+    "proxy": ("proxy",),
+    "select": (),
+    "synthesize": ("synthesis",),
+    "finetune": ("finetune",),
+    "evaluate": ("benchmarks", "finetune_model"),
+    "report": ("benchmarks", "finetune_model"),
+}
+
+
+def check_inputs(cfg: PipelineConfig, step: str = "run-all", settings=None) -> None:
+    """Check what ``step`` reads before anything is written (``run-all``: every step).
+
+    Reads and splits the training file, checks the models' specs (a path that exists, a GGUF
+    file, an installed named model), the step counts of the proxy and the fine-tuning, the LoRA
+    targets of a local target model (built on the meta device: no weights are loaded), and the
+    benchmark files. A rerun of ``run-all`` thus fails in seconds, not after hours of proxy
+    training, when the evaluation's benchmarks are missing.
+
+    Raises:
+        ValueError, DataFormatError, FileNotFoundError: naming the config key and the fix.
+    """
+    from llm_validation.finetune import plan_finetune
+    from llm_validation.models import check_model_spec
+    from llm_validation.proxy import plan_proxy
+
+    if step == "run-all":
+        f = cfg.finetune
+        needs = {"finetune", "benchmarks"}
+        if any(x != "ft" for x in f.settings):
+            needs.add("proxy")
+        if any(x in ("synth", "both") for x in f.settings):
+            needs.add("synthesis")
+    else:
+        needs = set(_NEEDS[step])
+    train, _ = load_split(cfg)
+    if "proxy" in needs:
+        check_model_spec(cfg.proxy.model, key="proxy.model")
+        plan_proxy(len(train), cfg.proxy)
+    if "synthesis" in needs:
+        check_model_spec(cfg.synthesis.model, key="synthesis.model")
+    if "finetune" in needs or "finetune_model" in needs:
+        check_model_spec(cfg.finetune.model, key="finetune.model")
+    if "finetune" in needs:
+        plan_finetune(len(train), cfg.finetune)
+        if cfg.finetune.lora:
+            from llm_validation.lora import check_lora_targets
+
+            check_lora_targets(cfg.finetune.model, cfg.finetune.lora_targets)
+        from llm_validation.config import SETTINGS
+
+        for setting in settings or ():
+            if setting not in SETTINGS:
+                raise ValueError(
+                    f"`--settings` {setting!r} is not a setting; valid: {', '.join(SETTINGS)}."
+                )
+    if "benchmarks" in needs:
+        load_benchmarks(cfg)
 
 
 # ----------------------------------------------------------------------------- stages
@@ -216,10 +283,10 @@ def run_proxy(cfg: PipelineConfig, *, quiet: bool = False, callbacks: Sequence =
 
     train, _ = load_split(cfg)
     stage = _proxy_stage(cfg)
-    state = stage.start()
+    state = stage.check()
     ds = record_trajectories(
         train, cfg.proxy, stage.folder, max_length=cfg.data.max_length, progress=not quiet,
-        callbacks=callbacks,
+        callbacks=callbacks, on_start=stage.start,
     )  # fmt: skip
     if state != "done":
         meta = ds.attrs.get("meta", {})
@@ -232,14 +299,37 @@ def run_proxy(cfg: PipelineConfig, *, quiet: bool = False, callbacks: Sequence =
     return ds
 
 
-def _read_trajectories(cfg: PipelineConfig):
+#: What reading a damaged NetCDF/JSON result raises (netCDF4, h5py, xarray, json).
+_DAMAGED = (OSError, ValueError, RuntimeError, KeyError)
+
+
+def _read_result(path: Path, step: str):
+    """A finished stage's NetCDF result, or ``None`` (with a line naming it) when damaged."""
     from sims.io import read_netcdf
 
+    try:
+        return read_netcdf(path)
+    except _DAMAGED as exc:
+        print(f"{step}: {path} is unreadable ({type(exc).__name__}); recomputing it", flush=True)
+        return None
+
+
+def _read_input(path: Path, fix: str):
+    """A previous stage's NetCDF result; a damaged one is refused by name, with ``fix``."""
+    from sims.io import read_netcdf
+
+    try:
+        return read_netcdf(path)
+    except _DAMAGED as exc:
+        raise ValueError(f"{path} is unreadable ({type(exc).__name__}); {fix}.") from None
+
+
+def _read_trajectories(cfg: PipelineConfig):
     path = _run_dir(cfg) / "proxy" / "trajectories.nc"
     _proxy_stage(cfg).check()  # refuses trajectories made with another proxy/data config
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing; run the `proxy` step first.")
-    return read_netcdf(path)
+    return _read_input(path, "rerun `proxy` to rebuild it from the recorded losses")
 
 
 def _selection_stage(cfg: PipelineConfig) -> Stage:
@@ -250,12 +340,14 @@ def _selection_stage(cfg: PipelineConfig) -> Stage:
 def run_select(cfg: PipelineConfig, *, quiet: bool = False):
     """Cluster the trajectories; write ``selection/`` (``selection.nc``, report, plot)."""
     from llm_validation.selection import plot_selection, select_examples, selection_table
-    from sims.io import provenance, read_netcdf, write_netcdf
+    from sims.io import provenance, write_netcdf
 
     traj = _read_trajectories(cfg)
     stage = _selection_stage(cfg)
     if stage.check() == "done":
-        return read_netcdf(stage.folder / "selection.nc")
+        sel = _read_result(stage.folder / "selection.nc", "select")
+        if sel is not None:
+            return sel
     sel = select_examples(traj, cfg.selection)  # raises before anything is written
     stage.start()
     meta = provenance(config_to_dict(cfg.selection), seed=cfg.selection.seed)
@@ -274,12 +366,11 @@ def run_select(cfg: PipelineConfig, *, quiet: bool = False):
 
 
 def _read_selection(cfg: PipelineConfig):
-    from sims.io import read_netcdf
-
     stage = _selection_stage(cfg)
+    path = stage.folder / "selection.nc"
     if stage.check() != "done":
-        raise FileNotFoundError(f"{stage.folder / 'selection.nc'} is missing; run `select` first.")
-    return read_netcdf(stage.folder / "selection.nc")
+        raise FileNotFoundError(f"{path} is missing; run `select` first.")
+    return _read_input(path, "rerun `select` to recompute it")
 
 
 def _synthesis_stage(cfg: PipelineConfig) -> Stage:
@@ -334,8 +425,8 @@ def _run_synthesize(cfg: PipelineConfig, *, quiet: bool = False) -> list[Example
     if sc.max_problems is not None and len(hard) > sc.max_problems:
         pick = np.sort(np.random.default_rng(sc.seed).choice(len(hard), sc.max_problems, False))
         hard = [hard[i] for i in pick]
-    stage.start()
     model, tok = load_model(sc.model, padding_side="left")
+    stage.start()
     res = synthesize(hard, model, tok, max_new_tokens=sc.max_new_tokens, batch_size=sc.batch_size,
                      max_question_chars=sc.max_question_chars, progress=not quiet)  # fmt: skip
     kept = list(res.examples)
@@ -366,20 +457,42 @@ def _recluster(cfg, train, synthetic, sel, *, quiet):
                                progress=not quiet, score_examples=synthetic)  # fmt: skip
     k = sel.attrs["n_checkpoints"]
     feats = trajectory_features(traj["loss"].values[:, :k], cfg.selection.features)
-    keep, hard_of = [], 0
-    for row, ex in enumerate(synthetic):
-        info = sel.attrs["per_source"].get(ex.source if cfg.selection.per_source else "all", {})
+    keep, hard = assign_to_hard(feats, [e.source for e in synthetic], sel.attrs["per_source"],
+                                per_source=cfg.selection.per_source)  # fmt: skip
+    kept = [e for e, k_ in zip(synthetic, keep, strict=True) if k_]
+    return kept, {"synthetic": len(synthetic), "kept": len(kept), "assigned_hard": int(hard.sum())}
+
+
+def assign_to_hard(feats: np.ndarray, sources, per_source: dict, *, per_source_mode: bool = True):
+    """Place new examples (synthetic rephrasings) on the selection's clusters.
+
+    A row is *hard* when the nearest k-means centre of its source (squared Euclidean distance
+    in feature space) is the last one, the highest-loss cluster (centres are ordered by mean
+    loss, :class:`sims.selection.ClusterResult`). A row of a source upsampled whole (rule
+    ``small``) is kept without a cluster; a source without centres keeps nothing.
+
+    Args:
+        feats: ``(n, n_features)`` features of the new rows (same map as the selection's).
+        sources: each row's source.
+        per_source: the selection's ``attrs["per_source"]`` (``rule``, ``centers`` per source).
+        per_source_mode: clusters are per source (else one global entry ``"all"``).
+
+    Returns:
+        ``(keep, hard)`` boolean arrays: kept rows, and those assigned to a hard cluster.
+    """
+    n = len(sources)
+    keep, hard = np.zeros(n, bool), np.zeros(n, bool)
+    for row, src in enumerate(sources):
+        info = per_source.get(src if per_source_mode else "all", {})
         if info.get("rule") == "small":
-            keep.append(ex)
+            keep[row] = True
             continue
-        centers = np.asarray(info.get("centers", []))
+        centers = np.asarray(info.get("centers", []), dtype=float)
         if centers.size == 0:
             continue
         d = ((centers - feats[row]) ** 2).sum(axis=1)
-        if int(np.argmin(d)) == len(centers) - 1:
-            keep.append(ex)
-            hard_of += 1
-    return keep, {"synthetic": len(synthetic), "kept": len(keep), "assigned_hard": hard_of}
+        hard[row] = keep[row] = int(np.argmin(d)) == len(centers) - 1
+    return keep, hard
 
 
 def _read_synthetic(path: Path) -> list[Example]:
@@ -436,11 +549,16 @@ def run_finetune(cfg: PipelineConfig, settings: Sequence[str] | None = None, *,
         if state == "done":
             out[setting] = stage.summary()
             continue
-        if is_main_process():
-            stage.start()
+
+        def start(stage=stage, examples=examples, counts=counts, setting=setting):
+            if is_main_process():
+                stage.start()
+                _write_usage(stage.folder / "usage.nc", examples, counts, setting)
+
         res = finetune(examples, counts, cfg.finetune, stage.folder,
                        max_length=cfg.data.max_length, callbacks=callbacks,
-                       progress=not quiet)  # fmt: skip
+                       progress=not quiet, on_start=start,
+                       label=f"finetune[{setting}]")  # fmt: skip
         summary = {"n_train": res.n_train, "steps": res.steps, "seconds": res.seconds,
                    "upsampled": int((counts > 1).sum()), "final": str(res.final),
                    "epoch_checkpoints": [str(p) for p in res.epoch_checkpoints]}  # fmt: skip
@@ -450,6 +568,23 @@ def run_finetune(cfg: PipelineConfig, settings: Sequence[str] | None = None, *,
         _say(f"finetune[{setting}]: {res.n_train} examples, {res.steps} steps, "
              f"{res.seconds:.0f} s", quiet)  # fmt: skip
     return out
+
+
+def _write_usage(path: Path, examples: Sequence[Example], counts: np.ndarray, setting: str):
+    """Which example was trained on how often (``count`` by original ``example`` index)."""
+    import xarray as xr
+
+    from sims.io import write_netcdf
+
+    ds = xr.Dataset(
+        {"count": ("row", np.asarray(counts, np.int64)),
+         "example": ("row", np.array([e.index for e in examples], np.int64)),
+         "source": ("row", np.array([e.source for e in examples], dtype=object))},
+        attrs={"setting": setting,
+               "description": "training-set usage count of each example (original split, then "
+                              "synthetic rows); upsampling is duplication"},
+    )  # fmt: skip
+    write_netcdf(path, ds)
 
 
 def _eval_targets(cfg: PipelineConfig) -> list[tuple[str, str, Path | None]]:
@@ -494,11 +629,11 @@ def run_evaluate(cfg: PipelineConfig, *, quiet: bool = False) -> dict:
         if stage.check() == "done":
             results[name] = {"column": column, "scores": stage.summary()["scores"]}
             continue
-        stage.start()
         if ckpt is None:
             model, tok = load_model(cfg.finetune.model, dtype=e.dtype, padding_side="left")
         else:
             model, tok = load_finetuned(cfg.finetune.model, ckpt, dtype=e.dtype)
+        stage.start()
         t0 = time.perf_counter()
         scores = evaluate_benchmarks(
             model, tok, benches, folder, max_new_tokens=e.max_new_tokens,
@@ -547,7 +682,11 @@ def run_report(cfg: PipelineConfig, *, quiet: bool = False) -> str:
 
 
 def run_all(cfg: PipelineConfig, *, quiet: bool = False) -> str:
-    """Every stage in order (skipping finished ones); returns the report."""
+    """Every stage in order (skipping finished ones); returns the report.
+
+    Every step's inputs are checked first (:func:`check_inputs`).
+    """
+    check_inputs(cfg, "run-all")
     run_data(cfg, quiet=quiet)
     needs_selection = any(s != "ft" for s in cfg.finetune.settings)
     if needs_selection:
@@ -565,4 +704,3 @@ def stage_functions() -> dict:
     return {"data": run_data, "proxy": run_proxy, "select": run_select,
             "synthesize": run_synthesize, "finetune": run_finetune, "evaluate": run_evaluate,
             "report": run_report}  # fmt: skip
-

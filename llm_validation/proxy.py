@@ -8,8 +8,10 @@ a ``schedule_epochs``-epoch run cut at the fraction, as the authors' proxy does.
 ``n_response`` of each example, and the checkpoint steps.
 
 The recording is a :class:`~llm_validation.training.LossRecorder` callback on the one Trainer
-(one forward pass per example per checkpoint, length-sorted token-budgeted batches); a killed
-run resumes from the last checkpoint and skips recorded steps.
+(one forward pass per example per checkpoint, length-sorted token-budgeted batches). With
+``save_checkpoints`` the Trainer checkpoints at each recording step and every ``save_steps``
+steps (only the newest is kept); a killed run resumes there at the exact step and data
+position, says so in one line, and skips the recorded steps.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +103,7 @@ def record_trajectories(
     progress: bool = True,
     callbacks: Sequence = (),
     score_examples: Sequence[Example] | None = None,
+    on_start: Callable[[], object] | None = None,
 ):
     """Train the proxy and record loss trajectories into ``out_dir`` (resumable).
 
@@ -114,6 +117,8 @@ def record_trajectories(
         callbacks: extra ``TrainerCallback``s.
         score_examples: record the losses of these instead of ``examples`` (the proxy still
             trains on ``examples``; used to place synthetic problems on the same trajectories).
+        on_start: called once the model is loaded and the data tokenized, before the first
+            write (the pipeline marks its stage running there).
 
     Returns:
         The trajectories ``xarray.Dataset`` (also written to ``out_dir/trajectories.nc``).
@@ -123,12 +128,13 @@ def record_trajectories(
     from llm_validation.lora import apply_lora
     from llm_validation.models import load_model
     from llm_validation.training import (
+        CheckpointKeeper,
         LossRecorder,
         TokenDataset,
         _barrier,
         _rank,
         build_trainer,
-        latest_checkpoint,
+        train_resumable,
         training_arguments,
     )
     from sims.io import provenance, read_netcdf, write_netcdf
@@ -137,7 +143,11 @@ def record_trajectories(
     final = out / "trajectories.nc"
     plan = plan_proxy(len(examples), cfg)
     if final.exists():
-        return read_netcdf(final)
+        try:
+            return read_netcdf(final)
+        except (OSError, ValueError, RuntimeError, KeyError) as exc:  # rebuilt from losses/
+            print(f"proxy: {final} is unreadable ({type(exc).__name__}); recomputing it",
+                  flush=True)  # fmt: skip
     model, tok = load_model(cfg.model, dtype="float32")
     from llm_validation.data import tokenize_examples
 
@@ -159,19 +169,22 @@ def record_trajectories(
         save_checkpoints=cfg.save_checkpoints,
         progress=progress,
     )  # fmt: skip
+    if on_start is not None:
+        on_start()
     t0 = time.perf_counter()
     if len(recorder.done()) < len(plan.record_steps):
         args = training_arguments(
             out / "trainer", per_device_batch_size=cfg.per_device_batch_size,
             batch_size=cfg.batch_size, epochs=cfg.schedule_epochs, lr=cfg.lr,
             warmup_ratio=cfg.warmup_ratio, seed=cfg.seed, bf16=bf16, save_strategy="no",
-            save_total_limit=1, progress=progress,
+            save_steps=cfg.save_steps if cfg.save_checkpoints else None, progress=progress,
         )  # fmt: skip
         trainer = build_trainer(
             model, tok, TokenDataset(records), args, optimizer=cfg.optimizer,
-            callbacks=[recorder, *callbacks],
+            callbacks=[recorder, CheckpointKeeper(epoch_checkpoints=False), *callbacks],
         )  # fmt: skip
-        trainer.train(resume_from_checkpoint=latest_checkpoint(out / "trainer"))
+        train_resumable(trainer, label="proxy", steps_per_epoch=plan.steps_per_epoch,
+                        batch_size=cfg.batch_size, n_examples=len(records))  # fmt: skip
     train_s = time.perf_counter() - t0
     losses = recorder.trajectories()
     ds = trajectories_dataset(losses, scored, plan, [r["n_response"] for r in score_records])

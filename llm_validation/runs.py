@@ -4,21 +4,24 @@ Each stage (``proxy``, ``selection/<name>``, ``finetune/<setting>``, ...) writes
 folder a ``stage.json`` with the stage's config, its hash and a status (``running``,
 ``success``). Rerunning a stage with the same config resumes (or skips it when finished);
 rerunning it with a different config is refused before anything is written, so a resume can
-never mix two configurations or overwrite a finished result.
+never mix two configurations or overwrite a finished result. A damaged ``stage.json`` is
+refused by name for the same reason. :func:`leave_no_empty_folders` removes the folders a
+failed or interrupted run created and left empty.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from sims.io import provenance, read_json, to_jsonable, write_json
 
-__all__ = ["IncompatibleRunError", "Stage"]
+__all__ = ["IncompatibleRunError", "Stage", "leave_no_empty_folders"]
 
 
 class IncompatibleRunError(ValueError):
@@ -54,7 +57,7 @@ class Stage:
         """
         if not self.meta_path.exists():
             return "new"
-        old = read_json(self.meta_path)
+        old = self._read()
         if old.get("config_hash") != self.hash:
             before = old.get("config", {})
             now = to_jsonable(self.config)
@@ -89,4 +92,38 @@ class Stage:
 
     def summary(self) -> dict:
         """The summary of a finished stage."""
-        return read_json(self.meta_path).get("summary", {})
+        return self._read().get("summary", {})
+
+    def _read(self) -> dict:
+        """The stage file; a damaged one is refused by name (it guards the folder's config)."""
+        try:
+            old = read_json(self.meta_path)
+            if not isinstance(old, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:
+            raise IncompatibleRunError(
+                f"{self.meta_path} is unreadable ({type(exc).__name__}: {exc}); it records which "
+                f"config made {self.folder}, so nothing was resumed or overwritten. Delete that "
+                "folder to recompute the stage."
+            ) from None
+        return old
+
+
+@contextlib.contextmanager
+def leave_no_empty_folders(root: str | os.PathLike) -> Iterator[None]:
+    """On failure or Ctrl-C, remove the new folders under (and up to) ``root`` left empty.
+
+    Folders with content (checkpoints, finished stages) are kept.
+    """
+    root = Path(root).expanduser().absolute()
+    anchor = next(p for p in (root, *root.parents) if p.exists())
+    before = {Path(d) for d, _, _ in os.walk(anchor)} if anchor == root else set()
+    try:
+        yield
+    except BaseException:
+        created = {Path(d) for d, _, _ in os.walk(root)} - before if root.exists() else set()
+        chain = [p for p in (root, *root.parents) if p != anchor and anchor in p.parents]
+        for d in sorted(created | set(chain), key=lambda q: len(q.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only succeeds on an empty folder
+        raise

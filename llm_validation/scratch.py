@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from llm_validation.config import SAVE_STEPS
 from llm_validation.data import Example, format_prompt
 from llm_validation.tiny import TinySize
 
@@ -37,6 +38,7 @@ class PretrainConfig:
         batch_size: examples per optimizer step.
         max_length: tokens per text.
         seed: initialization and data order.
+        save_steps: optimizer steps between resume checkpoints (plus one per epoch).
     """
 
     family: str = "llama"
@@ -47,6 +49,7 @@ class PretrainConfig:
     batch_size: int = 32
     max_length: int = 256
     seed: int = 0
+    save_steps: int = SAVE_STEPS
 
     def __post_init__(self):
         if isinstance(self.size, dict):
@@ -74,7 +77,7 @@ def pretrain_from_scratch(
     """Pre-train a from-scratch decoder on ``examples`` (plain text); return its HF folder.
 
     Resumable: a finished folder (``DONE`` marker) is returned as is, an interrupted run resumes
-    from its last epoch checkpoint.
+    from its last checkpoint (every ``cfg.save_steps`` steps and each epoch's end).
 
     Args:
         examples: pre-training problems (their ``instruction`` and ``output``).
@@ -89,9 +92,11 @@ def pretrain_from_scratch(
 
     from llm_validation.tiny import tiny_config, train_tokenizer
     from llm_validation.training import (
+        CheckpointKeeper,
         TokenDataset,
         build_trainer,
-        latest_checkpoint,
+        schedule,
+        train_resumable,
         training_arguments,
     )
 
@@ -109,13 +114,16 @@ def pretrain_from_scratch(
     records = _plain_records(examples, tok, cfg.max_length)
     args = training_arguments(
         out / "trainer", per_device_batch_size=cfg.batch_size, batch_size=cfg.batch_size,
-        epochs=cfg.epochs, lr=cfg.lr, warmup_ratio=0.03, seed=cfg.seed, save_strategy="epoch",
-        save_total_limit=1, progress=progress, logging_steps=50,
+        epochs=cfg.epochs, lr=cfg.lr, warmup_ratio=0.03, seed=cfg.seed,
+        save_steps=cfg.save_steps, progress=progress, logging_steps=50,
     )  # fmt: skip
     trainer = build_trainer(model, tok, TokenDataset(records), args, optimizer="adamw",
-                            optimizer_kwargs={"betas": (0.9, 0.95)})  # fmt: skip
+                            optimizer_kwargs={"betas": (0.9, 0.95)},
+                            callbacks=[CheckpointKeeper(keep_epochs=1)])  # fmt: skip
     t0 = time.perf_counter()
-    trainer.train(resume_from_checkpoint=latest_checkpoint(out / "trainer"))
+    sch = schedule(len(records), cfg.batch_size, cfg.epochs)
+    train_resumable(trainer, label="pretrain", steps_per_epoch=sch.steps_per_epoch,
+                    batch_size=cfg.batch_size, n_examples=len(records))  # fmt: skip
     model.save_pretrained(final)
     tok.save_pretrained(final)
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]

@@ -46,7 +46,11 @@ __all__ = [
     "training_arguments",
     "accumulation_steps",
     "world_size",
-    "latest_checkpoint",
+    "CheckpointKeeper",
+    "epoch_checkpoints",
+    "find_resume_checkpoint",
+    "describe_resume",
+    "train_resumable",
 ]
 
 SAM_FAMILY = ("sam", "fsam", "lsam", "angle_sam", "psam", "pfsam")
@@ -335,7 +339,13 @@ class LossRecorder(TrainerCallback):
             )
         cols = []
         for s in self.steps:
-            ds = read_netcdf(self.path(s))
+            try:
+                ds = read_netcdf(self.path(s))
+            except (OSError, ValueError, RuntimeError, KeyError) as exc:
+                raise ValueError(
+                    f"loss file {self.path(s)} is unreadable ({type(exc).__name__}); delete "
+                    f"{self.out_dir.parent} to recompute these losses."
+                ) from None
             col = np.full(len(self.records), np.nan)
             col[ds["row"].values] = ds["loss"].values
             cols.append(col)
@@ -461,6 +471,7 @@ def training_arguments(
     bf16: bool = False,
     save_strategy: str = "epoch",
     save_total_limit: int | None = None,
+    save_steps: int | None = None,
     logging_steps: int = 10,
     progress: bool = True,
     max_steps: int = -1,
@@ -468,8 +479,12 @@ def training_arguments(
     """``TrainingArguments`` with the effective batch made up by accumulation.
 
     Warm-up is given as a fraction of the scheduled steps (``warmup_steps`` < 1 means a ratio
-    in transformers 5). The data order is a seeded random permutation per epoch.
+    in transformers 5). The data order is a seeded random permutation per epoch. With
+    ``save_steps`` the Trainer checkpoints every ``save_steps`` optimizer steps (and at the
+    last step); add a :class:`CheckpointKeeper` for epoch checkpoints and pruning.
     """
+    if save_steps is not None:
+        save_strategy = "steps"
     accum = accumulation_steps(batch_size, per_device_batch_size)
     return TrainingArguments(
         output_dir=str(out_dir),
@@ -485,6 +500,7 @@ def training_arguments(
         data_seed=seed,
         bf16=bf16,
         save_strategy=save_strategy,
+        save_steps=save_steps if save_steps is not None else 500,
         save_total_limit=save_total_limit,
         logging_steps=logging_steps,
         report_to="none",
@@ -529,14 +545,217 @@ def build_trainer(
     return trainer
 
 
-def latest_checkpoint(folder: str | os.PathLike) -> Path | None:
-    """The ``checkpoint-N`` subfolder of ``folder`` with the largest ``N`` (``None`` if none)."""
-    folder = Path(folder)
+# ----------------------------------------------------------------------------- checkpoints
+
+
+def _checkpoint_dirs(folder: Path, prefix: str = "checkpoint-") -> list[tuple[int, Path]]:
+    """``(step, path)`` of the ``checkpoint-N`` folders in ``folder``, oldest first."""
     if not folder.is_dir():
-        return None
+        return []
     found = []
-    for p in folder.glob("checkpoint-*"):
-        tail = p.name.split("-", 1)[1]
-        if tail.isdigit() and (p / "trainer_state.json").exists():
+    for p in folder.glob(prefix + "*"):
+        tail = p.name[len(prefix) :]
+        if tail.isdigit() and p.is_dir():
             found.append((int(tail), p))
-    return max(found)[1] if found else None
+    return sorted(found)
+
+
+def _trainer_state(ckpt: Path) -> dict:
+    import json
+
+    return json.loads((ckpt / "trainer_state.json").read_text())
+
+
+def _is_epoch_end(state: dict) -> bool:
+    """Whether a checkpoint's Trainer state is at an epoch's end (or the run's last step).
+
+    The Trainer sets ``epoch = e + batches_done / batches_per_epoch``, exactly ``e + 1`` after
+    an epoch's last batch.
+    """
+    epoch, step = float(state.get("epoch") or 0.0), int(state.get("global_step", 0))
+    return (epoch > 0 and epoch == round(epoch)) or step >= int(state.get("max_steps", 1 << 62))
+
+
+def epoch_checkpoints(folder: str | os.PathLike) -> tuple[Path, ...]:
+    """The checkpoints of ``folder`` written at an epoch's end or the last step, oldest first."""
+    return tuple(p for _, p in _checkpoint_dirs(Path(folder)) if _is_epoch_checkpoint(p))
+
+
+class CheckpointKeeper(TrainerCallback):
+    """Epoch-end checkpoints besides the Trainer's every-``save_steps`` ones; prune the rest.
+
+    Use with ``training_arguments(save_steps=N)`` (``save_strategy="steps"``): the Trainer then
+    writes ``checkpoint-<step>`` every ``N`` optimizer steps and at the last step; this callback
+    also asks for one at the end of each epoch (``epoch_checkpoints``), and after every save
+    deletes each mid-epoch checkpoint but the newest (the resume point). Epoch checkpoints are
+    kept (the newest ``keep_epochs`` of them; ``None``: all) for evaluation. So a kill loses at
+    most ``N`` steps, and the disk holds the epoch checkpoints plus one.
+
+    Args:
+        epoch_checkpoints: checkpoint at each epoch end and keep those checkpoints.
+        keep_epochs: keep at most this many epoch checkpoints (``None``: all).
+    """
+
+    def __init__(self, *, epoch_checkpoints: bool = True, keep_epochs: int | None = None):
+        self.epoch_checkpoints = epoch_checkpoints
+        self.keep_epochs = keep_epochs
+        self._saved_at = -1
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        """Ask for a checkpoint at the epoch's end (unless this step was just saved)."""
+        if self.epoch_checkpoints and self._saved_at != state.global_step:
+            control.should_save = True
+        return control
+
+    def on_save(self, args, state, control, **kwargs):
+        """Delete the mid-epoch checkpoints but the newest (process 0 only)."""
+        self._saved_at = state.global_step
+        if state.is_world_process_zero:
+            self.prune(Path(args.output_dir))
+        return control
+
+    def prune(self, folder: Path) -> None:
+        """Keep the newest checkpoint and (``epoch_checkpoints``) the epoch ones."""
+        found = [p for _, p in _checkpoint_dirs(folder)]
+        if not found:
+            return
+        epochs = [p for p in found if self.epoch_checkpoints and _is_epoch_checkpoint(p)]
+        if self.keep_epochs is not None:
+            epochs = epochs[len(epochs) - self.keep_epochs :] if self.keep_epochs else []
+        keep = {*epochs, found[-1]}
+        for p in found:
+            if p not in keep:
+                _remove_tree(p)
+
+
+def _is_epoch_checkpoint(ckpt: Path) -> bool:
+    try:
+        return _is_epoch_end(_trainer_state(ckpt))
+    except (OSError, ValueError):
+        return False  # unreadable: not a checkpoint to keep
+
+
+def _remove_tree(path: Path) -> None:
+    """Delete a folder: renamed first, so a kill mid-delete never leaves a half checkpoint."""
+    import shutil
+
+    trash = path.with_name(f".trash-{path.name}")
+    try:
+        os.replace(path, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _checkpoint_problem(ckpt: Path) -> str | None:
+    """Why ``ckpt`` cannot be resumed from (``None``: it looks intact).
+
+    The Trainer writes ``trainer_state.json`` last, so a checkpoint cut by a kill has none (or
+    a truncated one); a file damaged later shows as a safetensors header beyond the file's end
+    or a truncated torch zip archive.
+    """
+    import json
+    import zipfile
+
+    state_file = ckpt / "trainer_state.json"
+    if not state_file.is_file():
+        return "no trainer_state.json (the save was cut off)"
+    try:
+        state = json.loads(state_file.read_text())
+        int(state["global_step"])
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"trainer_state.json is unreadable ({type(exc).__name__})"
+    weights = sorted(ckpt.glob("*.safetensors")) + sorted(ckpt.glob("pytorch_model*.bin"))
+    if not weights:
+        return "no model or adapter weights"
+    for w in weights:
+        if w.suffix == ".safetensors":
+            problem = _safetensors_problem(w)
+            if problem:
+                return f"{w.name} is damaged ({problem})"
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        f = ckpt / name
+        if f.exists() and not zipfile.is_zipfile(f):
+            return f"{name} is truncated or damaged"
+    return None
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    import json
+    import struct
+
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            return "shorter than its header"
+        (n,) = struct.unpack("<Q", head)
+        if n > size - 8:
+            return "header longer than the file"
+        try:
+            header = json.loads(f.read(n))
+        except ValueError:
+            return "unreadable header"
+    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+    if 8 + n + end != size:
+        return f"{size} bytes instead of {8 + n + end}"
+    return None
+
+
+def find_resume_checkpoint(
+    folder: str | os.PathLike, *, say: Callable[[str], None] | None = print, label: str = ""
+) -> Path | None:
+    """The newest intact ``checkpoint-N`` of ``folder`` (``None``: start from scratch).
+
+    A damaged checkpoint (cut off by a kill, or a file damaged later) is named in one line and
+    set aside as ``corrupt-checkpoint-N`` (by process 0), and the next older one is used: the
+    steps after it are recomputed.
+    """
+    for step, ckpt in reversed(_checkpoint_dirs(Path(folder))):
+        problem = _checkpoint_problem(ckpt)
+        if problem is None:
+            return ckpt
+        aside = ckpt.with_name(f"corrupt-checkpoint-{step}")
+        if _rank() == 0:
+            if aside.exists():
+                _remove_tree(aside)
+            os.replace(ckpt, aside)
+        if say is not None and _rank() == 0:
+            say(f"{label}checkpoint {ckpt} is corrupt: {problem}; set aside as {aside.name}, "
+                "resuming from an older one")  # fmt: skip
+    return None
+
+
+def describe_resume(ckpt: Path, *, steps_per_epoch: int, batch_size: int, n_examples: int) -> str:
+    """Where a run resumes: ``step S/T, epoch E (position P/N examples into it)``."""
+    state = _trainer_state(ckpt)
+    step, total = int(state["global_step"]), int(state.get("max_steps", 0))
+    epoch = step // steps_per_epoch
+    in_epoch = step - epoch * steps_per_epoch
+    done = min(n_examples, in_epoch * batch_size)
+    return (f"step {step}/{total}, epoch {epoch + 1} at position {done}/{n_examples} "
+            f"(step {in_epoch}/{steps_per_epoch} of the epoch)")  # fmt: skip
+
+
+def train_resumable(
+    trainer: Trainer,
+    *,
+    label: str,
+    steps_per_epoch: int,
+    batch_size: int,
+    n_examples: int,
+):
+    """``trainer.train()`` from the newest intact checkpoint, saying where it resumed.
+
+    Prints one line (process 0) such as ``finetune[ft]: resumed from .../checkpoint-600: step
+    600/6150, epoch 1 at position 76800/262144 (step 600/2048 of the epoch)``. The Trainer
+    restores weights, optimizer, schedule and RNG states and skips the batches already seen in
+    the epoch, so the resumed run continues the uninterrupted one exactly.
+    """
+    say = (lambda msg: print(msg, flush=True)) if _rank() == 0 else None
+    ckpt = find_resume_checkpoint(trainer.args.output_dir, say=say, label=f"{label}: ")
+    if ckpt is not None and say is not None:
+        where = describe_resume(ckpt, steps_per_epoch=steps_per_epoch, batch_size=batch_size,
+                                n_examples=n_examples)  # fmt: skip
+        say(f"{label}: resumed from {ckpt}: {where}")
+    return trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)

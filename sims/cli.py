@@ -406,7 +406,8 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
     :class:`UsageError` and :class:`sims.extras.MissingExtraError` become one line and status 2;
     ``KeyboardInterrupt`` becomes one line (its message, e.g. what a sweep saved and how to
     resume) and status 130; a ``MemoryError`` that an estimate missed becomes one line and
-    status 2. Anything else propagates (a bug deserves its traceback).
+    status 2; a closed output pipe (``... | head``) ends quietly with status 141. Anything else
+    propagates (a bug deserves its traceback).
 
     When ``argv`` is ``None`` the command line is the process's own (``python -m ...``; call
     ``main(argv)`` with a list in-process), so after Ctrl-C the process ends at once
@@ -425,6 +426,10 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
         fail(str(exc), prog=prog)
     except MemoryError:
         fail("ran out of memory (the size estimate was too low); use smaller sizes", prog=prog)
+    except BrokenPipeError:  # `... | head` closed stdout: stop quietly, as Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the closed pipe
     except BaseException as exc:
         kb = _interrupted(exc)
         if kb is None:

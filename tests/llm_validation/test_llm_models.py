@@ -24,6 +24,9 @@ def family_dirs(tmp_path_factory, tokenizer):
 def test_hf_folder_is_used_as_is(tiny_model_dir):
     assert resolve_model(tiny_model_dir) == tiny_model_dir
     assert "HF folder" in models.describe_model(tiny_model_dir)
+    assert models.check_model_spec(tiny_model_dir) == "hf"
+    with pytest.raises(ModelSpecError, match=r"^`proxy.model`: `model` '/no/such' is neither"):
+        models.check_model_spec("/no/such", key="proxy.model")
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -64,6 +67,9 @@ def test_named_model_without_its_package(monkeypatch, tmp_path):
     with pytest.raises(ModelSpecError, match=msg):
         resolve_model("smollm2-135m-instruct", cache_dir=tmp_path)
     assert "NOT installed" in models.describe_model("gemma3-270m")
+    # the pipeline's up-front check says the same, naming the config key, converting nothing
+    with pytest.raises(ModelSpecError, match=r"`finetune.model` 'gemma3-270m' needs the package"):
+        models.check_model_spec("gemma3", key="finetune.model")
 
 
 def test_tokenizer_without_pad_gets_eos(tmp_path, tokenizer, tiny_model_dir):
@@ -103,8 +109,11 @@ def test_lora_targets_per_family(family_dirs, family):
 
 def test_missing_lora_target_lists_existing_names(family_dirs):
     model, _ = load_model(family_dirs["gpt_neox"], device="cpu")
-    with pytest.raises(ValueError, match=r"\['q_proj'\] do not exist in this gpt_neox model; "
-                                         r"its linear layers are named: .*query_key_value"):
+    with pytest.raises(
+        ValueError,
+        match=r"\['q_proj'\] do not exist in this gpt_neox model; "
+        r"its linear layers are named: .*query_key_value",
+    ):
         resolve_lora_targets(model, ["q_proj"])
 
 

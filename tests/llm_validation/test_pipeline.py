@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -19,36 +20,46 @@ from sims.io import read_json, read_netcdf
 from tests.core_only import run_core_only
 
 SETTINGS = ["ft", "ft_up", "random", "easy", "synth", "both"]
+ERROR = "python -m llm_validation: error: "
+TARGET_HIDDEN = 48  # the target differs from the proxy (hidden 32): a swapped model shows
 
 
-def _config(root: Path, model: Path, **over) -> Path:
+def _config(root: Path, model: Path, *, target: Path | None = None, **over) -> Path:
+    """A run config; the proxy is ``model``, the target and synthesizer ``target``."""
+    target = target or root / "target"
     cfg = {
         "run_dir": str(root / "run"),
         "data": {"train_file": "MathInstruct.json", "benchmark_dir": "dataset",
                  "max_length": 96},
         "proxy": {"model": str(model), "batch_size": 8, "per_device_batch_size": 8,
-                  "epoch_fraction": 1.0, "schedule_epochs": 1.0, "n_checkpoints": 3, "lr": 0.01},
+                  "epoch_fraction": 1.0, "schedule_epochs": 1.0, "n_checkpoints": 3, "lr": 0.01,
+                  "keep_checkpoints": True},
         "selection": {"small_sources": "none"},
-        "finetune": {"model": str(model), "settings": SETTINGS, "batch_size": 8,
-                     "per_device_batch_size": 8, "epochs": 1, "lr": 0.01, "lora_rank": 4,
+        "finetune": {"model": str(target), "settings": SETTINGS, "batch_size": 8,
+                     "per_device_batch_size": 8, "epochs": 1, "lr": 0.02, "lora_rank": 4,
                      "lora_alpha": 8},
-        "synthesis": {"model": str(model), "max_new_tokens": 8},
+        "synthesis": {"model": str(target), "max_new_tokens": 8},
         "evaluate": {"max_new_tokens": 12, "batch_size": 8},
     }  # fmt: skip
     for key, value in over.items():
         section, name = key.split(".")
         cfg[section][name] = value
-    path = root / "run.json"
-    path.write_text(json.dumps(cfg))
+    tag = hashlib.sha256(json.dumps([str(target), over], sort_keys=True).encode()).hexdigest()
+    path = root / ("run.json" if not over and target == root / "target" else f"run-{tag[:8]}.json")
+    path.write_text(json.dumps(cfg))  # one file per variant: the finished run's stays as it ran
     return path
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory, data_files, tiny_model_dir):
+def workdir(tmp_path_factory, data_files, tiny_model_dir, tokenizer):
+    from llm_validation.tiny import TinySize, make_tiny_model
+
     root = tmp_path_factory.mktemp("pipe")
     train, bench = data_files
     shutil.copy(train, root / "MathInstruct.json")
     shutil.copytree(bench, root / "dataset")
+    size = TinySize(hidden=TARGET_HIDDEN, layers=2, heads=4, kv_heads=2)
+    make_tiny_model(root / "target", "llama", tokenizer, size, seed=1)
     return root
 
 
@@ -61,8 +72,10 @@ def finished_run(workdir, tiny_model_dir):
 
     def canned(examples, model, tok, **kw):
         res = real(examples, model, tok, **kw)  # runs the real generation (tiny model: garbage)
-        comps = tuple(f"<question>Variant of: {e.instruction}</question>" if i % 2 == 0 else c
-                      for i, (e, c) in enumerate(zip(examples, res.completions, strict=True)))
+        comps = tuple(
+            f"<question>Variant of: {e.instruction}</question>" if i % 2 == 0 else c
+            for i, (e, c) in enumerate(zip(examples, res.completions, strict=True))
+        )
         accepted = [synthesis.Example(f"Variant of: {e.instruction}", e.output, e.source, e.index)
                     for i, e in enumerate(examples) if i % 2 == 0]  # fmt: skip
         return synthesis.SynthesisResult(tuple(accepted), {"no_question_tag": len(examples)
@@ -91,6 +104,73 @@ def test_run_all_writes_every_artifact(finished_run):
     for stage in ["data", "proxy", "selection", "synthesis", "finetune/ft_up", "eval/both"]:
         meta = read_json(run / stage / "stage.json")
         assert meta["status"] == "success" and meta["meta"]["git_commit"] is not None
+
+
+def test_each_stage_used_its_own_model(finished_run):
+    """The proxy (hidden 32) and the target (hidden 48) differ, so a swapped model shows."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig
+
+    _, run, _ = finished_run
+    (ckpt,) = (run / "proxy" / "trainer").glob("checkpoint-*")
+    assert AutoConfig.from_pretrained(ckpt).hidden_size == 32
+    for setting in SETTINGS:
+        ad = load_file(str(run / "finetune" / setting / "final" / "adapter_model.safetensors"))
+        a = [v for k, v in ad.items() if "q_proj.lora_A" in k]
+        assert a and all(v.shape == torch.Size([4, TARGET_HIDDEN]) for v in a), setting
+    meta = read_json(run / "finetune" / "ft" / "final" / "adapter_config.json")
+    assert Path(meta["base_model_name_or_path"]).name == "target"
+
+
+def test_proxy_losses_are_the_checkpoint_models_losses(finished_run):
+    """The pipeline's trajectories at the last step = an independent, unbatched float64 loss
+    of the proxy checkpoint written at that step (the recorder inside its caller)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from llm_validation.data import IGNORE_INDEX, load_mathinstruct, tokenize_examples
+    from llm_validation.models import load_tokenizer
+
+    _, run, _ = finished_run
+    traj = read_netcdf(run / "proxy" / "trajectories.nc")
+    last = int(traj["step"].values[-1])
+    ckpt = run / "proxy" / "trainer" / f"checkpoint-{last}"
+    model = AutoModelForCausalLM.from_pretrained(ckpt).eval()
+    tok = load_tokenizer(ckpt)
+    by_index = {e.index: e for e in load_mathinstruct(run.parent / "MathInstruct.json")}
+    rows = [0, 5, 17, 40, 85]
+    recs = tokenize_examples([by_index[int(traj["example"].values[r])] for r in rows], tok,
+                             max_length=96)  # fmt: skip
+    want = []
+    for rec in recs:
+        ids = torch.tensor([rec["input_ids"]])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=ids).logits[0].double(), -1)
+        lab = rec["labels"]
+        terms = [-float(logp[t - 1, lab[t]]) for t in range(1, len(lab)) if lab[t] != IGNORE_INDEX]
+        want.append(np.mean(terms))
+    np.testing.assert_allclose(traj["loss"].values[rows, -1], want, rtol=2e-5)
+
+
+def test_trained_sets_are_the_selected_examples(finished_run):
+    """Each setting trained on its own examples: ``usage.nc`` against the selection masks."""
+    _, run, _ = finished_run
+    sel = read_netcdf(run / "selection" / "selection.nc")
+    n = sel.sizes["example"]
+    n_synth = len((run / "synthesis" / "synthetic.jsonl").read_text().splitlines())
+    masks = {"ft": np.zeros(n, bool), "ft_up": sel["hard"].values.astype(bool),
+             "random": sel["random"].values.astype(bool),
+             "easy": sel["easy"].values.astype(bool), "synth": np.zeros(n, bool),
+             "both": sel["hard"].values.astype(bool)}  # fmt: skip
+    assert not np.array_equal(masks["ft_up"], masks["random"])
+    for setting, mask in masks.items():
+        use = read_netcdf(run / "finetune" / setting / "usage.nc")
+        count = use["count"].values
+        assert use["example"].values[:n].tolist() == sel["example"].values.tolist()
+        np.testing.assert_array_equal(count[:n], 1 + mask, err_msg=setting)
+        extra = n_synth if setting in ("synth", "both") else 0
+        assert count.size == n + extra and (count[n:] == 1).all(), setting
 
 
 def test_selection_and_training_sets_are_consistent(finished_run):
@@ -143,7 +223,7 @@ def test_rerun_is_a_noop_and_other_config_is_refused(finished_run, workdir, tiny
     before = (run / "proxy" / "trajectories.nc").read_bytes()
     assert main(["proxy", "--config", str(other), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and "another config" in err and "'proxy'" in err
+    assert err.startswith(ERROR) and "another config" in err and "'proxy'" in err
     assert (run / "proxy" / "trajectories.nc").read_bytes() == before
 
 
@@ -172,10 +252,41 @@ def test_bad_input_exits_2_with_one_line(workdir, tiny_model_dir, capsys, over, 
         args = ["finetune", "--settings", "ft", *args[1:]]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and len(err.splitlines()) == 1
+    assert err.startswith(ERROR) and len(err.splitlines()) == 1
     import re
 
     assert re.search(match, err), err
+    assert not (tmp_path / "r").exists()  # checked before anything is written
+
+
+def test_a_stage_checks_its_model_before_writing(workdir, tiny_model_dir, tmp_path):
+    """The library path too: a bad proxy model leaves no stage file to block the fixed run."""
+    from llm_validation import pipeline
+    from llm_validation.config import load_config
+    from llm_validation.models import ModelSpecError
+
+    bad = load_config(_config(workdir, tiny_model_dir, **{"proxy.model": "/no/such/model"}),
+                      {"run_dir": str(tmp_path / "r")})  # fmt: skip
+    with pytest.raises(ModelSpecError):
+        pipeline.run_proxy(bad, quiet=True)
+    assert not (tmp_path / "r" / "proxy" / "stage.json").exists()
+
+
+def test_damaged_files_are_named(finished_run, workdir, tiny_model_dir, tmp_path, capsys):
+    """A damaged selection is recomputed (and says so); a damaged stage.json is refused."""
+    cfg, run, _ = finished_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("finetune", "eval", "trainer"))
+    (copy / "selection" / "selection.nc").write_bytes(b"\x89HDF\r\n garbage")
+    args = ["select", "--config", str(cfg), "--run-dir", str(copy), "--quiet"]
+    assert main(args) == 0
+    assert "selection.nc is unreadable (" in capsys.readouterr().out
+    again, before = (read_netcdf(r / "selection" / "selection.nc") for r in (copy, run))
+    assert again["hard"].values.tolist() == before["hard"].values.tolist()
+    (copy / "data" / "stage.json").write_text('{"stage": "data", "config_ha')
+    assert main(["data", "--config", str(cfg), "--run-dir", str(copy)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{copy / 'data' / 'stage.json'} is unreadable" in err
 
 
 def test_malformed_training_line(workdir, tiny_model_dir, capsys, tmp_path):
@@ -184,6 +295,7 @@ def test_malformed_training_line(workdir, tiny_model_dir, capsys, tmp_path):
     cfg = _config(workdir, tiny_model_dir, **{"data.train_file": str(bad)})
     assert main(["data", "--config", str(cfg), "--run-dir", str(tmp_path / "r")]) == 2
     assert "bad.jsonl:2: missing field 'output'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_cli_on_a_core_install_names_the_extra(workdir, tiny_model_dir):
@@ -220,3 +332,47 @@ def test_two_process_cpu_launch_matches_one_process(workdir, tiny_model_dir, tmp
     w2 = load_file(str(tmp_path / "two/finetune/ft/final/adapter_model.safetensors"))
     for k in w1:
         np.testing.assert_allclose(w1[k].numpy(), w2[k].numpy(), rtol=1e-3, atol=1e-5)
+
+
+def test_assign_to_hard_places_rows_on_their_sources_clusters():
+    """Nearest centre of the row's own source; the last centre is the hard one."""
+    from llm_validation.pipeline import assign_to_hard
+
+    per_source = {
+        "a": {"rule": "clustered", "centers": [[1.0, 1.0], [3.0, 3.0]]},  # easy, hard
+        "b": {"rule": "clustered", "centers": [[3.0, 3.0], [9.0, 9.0]]},  # same point is easy here
+        "c": {"rule": "small"},
+        "d": {"rule": "degenerate"},
+    }
+    feats = np.array([[0.9, 1.2], [2.9, 3.5], [2.9, 3.5], [50.0, 50.0], [3.0, 3.0], [1.0, 1.0]])
+    keep, hard = assign_to_hard(feats, ["a", "a", "b", "c", "d", "zz"], per_source)
+    assert hard.tolist() == [False, True, False, False, False, False]
+    assert keep.tolist() == [False, True, False, True, False, False]
+    glob = {"all": {"rule": "clustered", "centers": [[0.0, 0.0], [2.0, 2.0], [5.0, 5.0]]}}
+    rows = np.array([[0.9, 1.2], [4.6, 4.0], [2.2, 1.9]])  # nearest: [2,2], [5,5], [2,2]
+    keep, hard = assign_to_hard(rows, ["a", "b", "c"], glob, per_source_mode=False)
+    assert hard.tolist() == keep.tolist() == [False, True, False]  # only the last centre is hard
+
+
+def test_report_takes_each_columns_best_checkpoint_by_average(tmp_path, monkeypatch):
+    """With every epoch evaluated, a column shows its checkpoint of best average accuracy."""
+    from llm_validation import pipeline
+    from llm_validation.config import load_config
+
+    def scores(gsm, math):
+        return {"gsm8k": {"accuracy": gsm, "n": 10}, "math": {"accuracy": math, "n": 10}}
+
+    results = {
+        "pretrained": {"column": "pretrained", "scores": scores(0.1, 0.1)},
+        "ft/checkpoint-4": {"column": "ft", "scores": scores(0.6, 0.0)},  # avg 0.3
+        "ft/checkpoint-8": {"column": "ft", "scores": scores(0.2, 0.6)},  # avg 0.4: best
+        "ft_up/checkpoint-5": {"column": "ft_up", "scores": scores(0.5, 0.5)},  # best
+        "ft_up/checkpoint-10": {"column": "ft_up", "scores": scores(0.7, 0.1)},
+    }
+    monkeypatch.setattr(pipeline, "run_evaluate", lambda cfg, quiet=False: results)
+    cfg = load_config(None, {"run_dir": str(tmp_path), "evaluate.checkpoints": "all"})
+    text = pipeline.run_report(cfg, quiet=True)
+    assert "| GSM8K | 10 | 10.0 | 20.0 | **50.0** |" in text
+    assert "| MATH | 10 | 10.0 | **60.0** | 50.0 |" in text
+    assert "PT: pretrained, FT: ft/checkpoint-8, FT+UP: ft_up/checkpoint-5" in text
+    assert (tmp_path / "report.md").read_text() == text

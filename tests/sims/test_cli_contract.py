@@ -208,3 +208,25 @@ def test_ctrl_c_landing_in_a_gc_callback_is_not_lost():
     )
     assert res.returncode == 130, res.stderr
     assert res.stderr == "demo: error: interrupted\n"
+
+
+def test_closed_output_pipe_ends_quietly_with_status_141():
+    """`... | head`: the reader closes the pipe; the CLI stops with 141 and no traceback."""
+    import subprocess
+    import sys
+
+    code = (
+        "from sims.cli import run_cli\n"
+        "def main(argv):\n"
+        "    for i in range(10**6):\n"
+        "        print('line', i)\n"
+        "    return 0\n"
+        "raise SystemExit(run_cli(main, prog='demo'))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout.readline() == b"line 0\n"
+    proc.stdout.close()  # what `head -1` does after its line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert err == ""
