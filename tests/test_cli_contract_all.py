@@ -55,6 +55,10 @@ class Cli:
         extra: the extra it needs (skipped when not installed).
         corrupt: how to plant a corrupt saved file it reads: ``(flag or None, relative path)``,
             the file created under the results folder (flag ``None``) or given to ``flag``.
+        stubs: ``"module:attribute"`` of input checks that need real inputs (a training file,
+            an installed model), replaced by no-ops in the cases that need the work to start
+            (Ctrl-C, an existing file as the output folder). Those checks have their own tests
+            (tests/llm_validation/test_cli.py).
     """
 
     id: str
@@ -67,8 +71,10 @@ class Cli:
     work: str | None = None
     extra: tuple[str, ...] = ()
     corrupt: tuple[str | None, str] | None = None
+    stubs: tuple[str, ...] = ()
 
 
+LLM_INPUTS = ("llm_validation.pipeline:check_inputs",)  # reads the training file and the models
 CLIS = [
     Cli("sims.sam_entropy", "sims.sam_entropy", args=("--no-plot",), bad=("--dim", "1"),
         huge=("--dim", "1000000000"), work="sims.sam_entropy:check_theorem"),
@@ -104,24 +110,34 @@ CLIS = [
         corrupt=(None, "sam_entropy/sam_entropy_quick.nc")),
     *[Cli(f"llm_validation {step}", "llm_validation.__main__", (step,), ("--run-dir", "dir"),
           bad=("--set", "no_such_key=1"), work="llm_validation.pipeline:stage_functions",
-          extra=("llm",)) for step in LLM_STEPS],
+          extra=("llm",), stubs=LLM_INPUTS) for step in LLM_STEPS],
     Cli("llm_validation finetune", "llm_validation.__main__", ("finetune",), ("--run-dir", "dir"),
         bad=("--set", "no_such_key=1"), work="llm_validation.pipeline:run_finetune",
-        extra=("llm",)),
+        extra=("llm",), stubs=LLM_INPUTS),
     Cli("llm_validation run-all", "llm_validation.__main__", ("run-all",), ("--run-dir", "dir"),
-        bad=("--set", "no_such_key=1"), work="llm_validation.pipeline:run_all", extra=("llm",)),
+        bad=("--set", "no_such_key=1"), work="llm_validation.pipeline:run_all", extra=("llm",),
+        stubs=LLM_INPUTS),
     Cli("llm_validation show-config", "llm_validation.__main__", ("show-config",), None,
         bad=("--set", "no_such_key=1"), extra=("llm",)),
     Cli("llm_validation models", "llm_validation.__main__", ("models",), None, extra=("llm",)),
     Cli("llm_validation convert", "llm_validation.__main__", ("convert",), None,
         args=("smollm2",),
-        work="llm_validation.models:resolve_model", extra=("llm",)),
+        work="llm_validation.models:resolve_model", extra=("llm",),
+        stubs=("llm_validation.models:check_model_spec",)),
     Cli("llm_validation corpus", "llm_validation.__main__", ("corpus",),
         args=("--n-train", "20", "--n-test", "2"), bad=("--n-train", "-1"),
         huge=("--n-train", "10000000000"), work="llm_validation.corpus:write_corpus",
         extra=("llm",)),
     Cli("llm_validation confirm", "llm_validation.__main__", ("confirm",),
         bad=("--seeds", "x"), work="llm_validation.confirm:run_confirmation", extra=("llm",)),
+    Cli("llm_validation demo", "llm_validation.__main__", ("demo",), args=("--size", "tiny"),
+        bad=("--size", "huge"), work="llm_validation.demo:run_demo", extra=("llm",)),
+    *[Cli(name, module, prefix, args=("--rehearse", "mini", "--stage", "preflight", "--no-emulate"),
+          bad=("--deadline", "-1"), work="llm_validation.campaign.runner:run_campaign",
+          extra=("llm",))
+      for name, module, prefix in (
+          ("llm_validation campaign", "llm_validation.__main__", ("campaign",)),
+          ("llm_validation.campaign", "llm_validation.campaign.__main__", ()))],
 ]  # fmt: skip
 BY_ID = {c.id: c for c in CLIS}
 
@@ -194,6 +210,9 @@ def _isolate(cli: Cli, tmp_path: Path, monkeypatch) -> list[str]:
 
 def _patch_work(cli: Cli, monkeypatch, action) -> None:
     """Replace the CLI's work function by ``action`` (a callable raising or failing)."""
+    for stub in cli.stubs:
+        module, _, attr = stub.partition(":")
+        monkeypatch.setattr(importlib.import_module(module), attr, lambda *a, **k: None)
     module, _, attr = cli.work.partition(":")
     mod = importlib.import_module(module)
     if attr == "CLAIMS":  # theory: every claim's check
@@ -253,7 +272,10 @@ def _entry_points() -> frozenset[str]:
                         for n in tree.body)  # fmt: skip
             if has_main or guard:
                 rel = path.relative_to(REPO).with_suffix("")
-                found.add(".".join(rel.parts))
+                name = ".".join(rel.parts)
+                # a package's `main` runs as `python -m pkg`, through its __main__.py
+                found.add(name[: -len(".__init__")] + ".__main__"
+                          if name.endswith(".__init__") else name)  # fmt: skip
     return frozenset(found)
 
 
@@ -315,7 +337,8 @@ def test_help(cli, capsys):
 @pytest.mark.parametrize("cli", _cases("unknown_flag"))
 def test_unknown_flag(cli, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    code, _, err = _run(cli, ["--no-such-flag"], capsys)
+    argv = [*_expand(cli.args, tmp_path), *_out_args(cli, tmp_path / "out"), "--no-such-flag"]
+    code, _, err = _run(cli, argv, capsys)
     assert code == 2
     assert "--no-such-flag" in _one_error_line(err)
 
