@@ -540,6 +540,7 @@ def run_finetune(cfg: PipelineConfig, settings: Sequence[str] | None = None, *,
                  quiet: bool = False, callbacks: Sequence = ()) -> dict:  # fmt: skip
     """Fine-tune the target on each setting; ``finetune/<setting>/final`` and epoch checkpoints."""
     from llm_validation.finetune import finetune, is_main_process
+    from llm_validation.training import world_size
 
     out = {}
     for setting in settings or cfg.finetune.settings:
@@ -560,6 +561,7 @@ def run_finetune(cfg: PipelineConfig, settings: Sequence[str] | None = None, *,
                        progress=not quiet, on_start=start,
                        label=f"finetune[{setting}]")  # fmt: skip
         summary = {"n_train": res.n_train, "steps": res.steps, "seconds": res.seconds,
+                   "processes": world_size(),
                    "upsampled": int((counts > 1).sum()), "final": str(res.final),
                    "epoch_checkpoints": [str(p) for p in res.epoch_checkpoints]}  # fmt: skip
         if is_main_process():

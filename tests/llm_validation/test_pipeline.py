@@ -308,15 +308,22 @@ def test_cli_on_a_core_install_names_the_extra(workdir, tiny_model_dir):
 
 @pytest.mark.slow
 def test_two_process_cpu_launch_matches_one_process(workdir, tiny_model_dir, tmp_path):
-    """``accelerate launch --num_processes 2 --cpu`` = one process with accumulation 2."""
+    """``accelerate launch --multi_gpu --num_processes 2`` on CPUs = one process, accumulation 2.
+
+    Without GPUs, ``--cpu --num_processes 2`` starts a single process (accelerate's simple
+    launcher); ``--multi_gpu`` goes through ``torch.distributed.run``: 2 gloo processes. The
+    stage summary records the world size training saw, so a launch of one process fails here.
+    """
     from safetensors.torch import load_file
 
-    cfg = _config(workdir, tiny_model_dir, **{"finetune.per_device_batch_size": 4})
+    # no LoRA dropout: its masks come from each process's own RNG stream
+    cfg = _config(workdir, tiny_model_dir, **{"finetune.per_device_batch_size": 4,
+                                              "finetune.lora_dropout": 0.0})  # fmt: skip
     common = ["-m", "llm_validation", "finetune", "--config", str(cfg), "--settings", "ft",
               "--quiet"]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd())}
     two = subprocess.run(
-        [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu",
+        [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--multi_gpu",
          "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
          *common, "--run-dir", str(tmp_path / "two")],
         capture_output=True, text=True, env=env, timeout=600,
@@ -328,10 +335,15 @@ def test_two_process_cpu_launch_matches_one_process(workdir, tiny_model_dir, tmp
     s2 = read_json(tmp_path / "two" / "finetune" / "ft" / "stage.json")["summary"]
     s1 = read_json(tmp_path / "one" / "finetune" / "ft" / "stage.json")["summary"]
     assert s1["steps"] == s2["steps"] == 11
+    assert (s1["processes"], s2["processes"]) == (1, 2)
     w1 = load_file(str(tmp_path / "one/finetune/ft/final/adapter_model.safetensors"))
     w2 = load_file(str(tmp_path / "two/finetune/ft/final/adapter_model.safetensors"))
+    # float32 sums in another order (gloo all-reduce of two half-batch sums vs accumulation):
+    # gradients agree to ~1e-7 relative, but Adam's g/sqrt(v) amplifies this on coordinates
+    # whose gradient is tiny; measured max |diff| 6e-5 after 11 steps of lr 0.02. atol = 1% of
+    # one step's size (2e-4) still fails for a wrong effective batch or data split (O(lr)).
     for k in w1:
-        np.testing.assert_allclose(w1[k].numpy(), w2[k].numpy(), rtol=1e-3, atol=1e-5)
+        np.testing.assert_allclose(w1[k].numpy(), w2[k].numpy(), rtol=1e-3, atol=2e-4)
 
 
 def test_assign_to_hard_places_rows_on_their_sources_clusters():
