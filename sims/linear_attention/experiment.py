@@ -583,10 +583,12 @@ def format_summary(summary: dict) -> str:
             f"{'test loss median':>16s} {'mean':>8s} {'IQR':>19s} {'entropy(all t_i)':>16s}")
     lines.append(head)
     lines.append("-" * len(head))
+    hz = summary["horizons"]
+    horizons = ("paper",) if hz["paper"] == hz["long"] else ("paper", "long")  # one row if equal
     for m, row in summary.items():
         if not isinstance(row, dict) or not isinstance(row.get("paper"), dict):
             continue
-        for h in ("paper", "long"):
+        for h in horizons:
             r = row[h]
             tl, en = r["test_loss"], r["entropy_all_features"]
             ent = f"{en['median']:.4f} (n={en['n']})" if en["n"] else "n/a (n=0)"

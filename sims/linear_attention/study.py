@@ -28,8 +28,7 @@ import time
 import numpy as np
 import xarray as xr
 
-from theory.sam_saddle import ansatz_gd_time, calibrate_start, time_entropy
-from theory.upsampling import condition_holds
+from sims.ansatz import ansatz_gd_time, calibrate_start, condition_holds, time_entropy
 
 from .experiment import Figure1Config, _train_method, prepare_runs, select
 from .measure import feature_counts

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sims.ansatz import boost
 from sims.selection import (
     ClusterResult,
     cluster_trajectories,
@@ -352,5 +353,5 @@ def selection_report(data: ICLData, mask, *, factor: int = 1) -> dict[str, np.nd
         "xq_share_all": energy_all / energy_all.sum(),
         "beta_ratio": hard_cluster_spectrum(data, mask)["beta_ratio"],
         "enrichment": enrich,
-        "boost": (1.0 + factor * pi * enrich) / (1.0 + factor * pi),
+        "boost": boost(enrich, pi, factor),
     }
