@@ -1,9 +1,10 @@
-"""The reduced model of theory/sam_saddle.py reproduces the full model on the ansatz."""
+"""sims/ansatz.py's reduced model (derived in theory/sam_saddle.py) reproduces the full model."""
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from sims.ansatz import reduced_map
 from sims.linear_attention.data import make_covariance
 from sims.linear_attention.mechanism import (
     EscapeConfig,
@@ -20,7 +21,6 @@ from sims.linear_attention.stats import (
     population_moments,
 )
 from sims.linear_attention.train import train_runs
-from theory.sam_saddle import reduced_map
 
 OPT = {"gd": ("sam", 0.0, "exact", "global"), "sam": ("sam", 1e-3, "exact", "global"),
        "sam_flow": ("sam_flow", 1e-3, "first_order", "global"),
