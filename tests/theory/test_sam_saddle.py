@@ -73,3 +73,42 @@ def real_reduced(v, sigma, kappa, rho, *, form="exact", normalization="global"):
     if form == "exact":
         return sims.ansatz.ansatz_rate(v - c * share, sigma, kappa)
     return g - c * share * sims.ansatz.ansatz_rate_prime(v, sigma, kappa)
+
+
+def _fake_fig1(gd, glob, head):
+    lam = np.array([0.4, 0.3, 0.2, 0.1])
+    return {"lam": lam, "gd": np.array(gd, float), "exact/global": np.array(glob, float),
+            "first_order/global": np.array(glob, float), "exact/headwise": np.array(head, float),
+            "first_order/headwise": np.array(head, float)}  # fmt: skip
+
+
+# a GD profile, global-SAM profiles meeting every condition but one, a head-wise profile
+GD = [1000.0, 2000.0, 3000.0, 4000.0]
+GLOBAL_OK = [2000.0, 2300.0, 3300.0, 4300.0]  # ×2, phase 2 ×0.3, phases 3-4 ×1.0, ΔH 0.06
+HEAD_OK = [1200.0, 2400.0, 3600.0, 4800.0]  # uniform ×1.2: ΔH = 0
+
+
+@pytest.mark.parametrize(
+    "glob, head, which",
+    [
+        (GLOBAL_OK, HEAD_OK, None),
+        ([1290.0, 1800.0, 2300.0, 2800.0], HEAD_OK, "feature 1 slowed < 1.3x"),
+        ([2000.0, 3000.0, 3600.0, 4200.0], HEAD_OK, "phase 2 not shortened"),
+        ([2000.0, 2300.0, 3400.0, 3500.0], HEAD_OK, "phase 3 lengthened"),
+        ([1310.0, 2110.0, 3110.0, 4110.0], HEAD_OK, "entropy gain < 0.04"),
+        (GLOBAL_OK, [1200.0, 2400.0, 3600.0, 4900.0], "head-wise not uniform"),
+    ],
+)
+def test_fig1_claim_verdict_depends_on_every_condition(monkeypatch, glob, head, which):
+    """Each sub-condition of sam_shared_radius_fig1 reaches its verdict: a profile violating
+    only that one condition is refuted (issue 24: dropping one passed every test)."""
+    gd, g = np.array(GD), np.array(glob)
+    ratio, phase = g / gd, np.diff(g, prepend=0.0) / np.diff(gd, prepend=0.0)
+    dh = float(ss.time_entropy(g) - ss.time_entropy(gd))
+    checks = {"feature 1 slowed < 1.3x": ratio[0] > 1.3, "phase 2 not shortened": phase[1] < 0.85,
+              "phase 3 lengthened": bool(np.all(phase[2:] < 1.05)),
+              "entropy gain < 0.04": dh > 0.04}  # fmt: skip
+    assert [k for k, ok in checks.items() if not ok] == ([] if which in (None, "head-wise not "
+                                                        "uniform") else [which])  # fmt: skip
+    monkeypatch.setattr(ss, "figure1_ansatz", lambda: _fake_fig1(GD, glob, head))
+    assert ss.check_fig1().holds is (which is None)
