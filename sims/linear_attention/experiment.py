@@ -377,25 +377,26 @@ def select(prep: Prepared, cfg: Figure1Config | None = None, *, losses=None) -> 
             "report": report}  # fmt: skip
 
 
-def _optimizer(cfg: Figure1Config, name: str) -> str:
-    """The compiled program that runs method ``name``.
+def _program(name: str, share_sam: bool) -> str:
+    """The compiled program (optimizer) that runs method ``name``.
 
-    When SAM runs anyway, the GD methods run SAM's program at ``ρ = 0``: its perturbation is
-    ``0·g``, so the trajectory is GD's bit for bit (tested), and one compilation (~1 s) serves
-    all three paper methods.
+    With ``share_sam`` (SAM runs anyway) the GD methods run SAM's program at ``ρ = 0``: its
+    perturbation is ``0·g``, so the trajectory is GD's bit for bit (tested), and one compilation
+    (~1 s) serves all three paper methods, at twice the gradient cost per GD step.
     """
     optimizer = METHODS[name][0]
-    return "sam" if optimizer == "gd" and "sam" in cfg.run_methods else optimizer
+    return "sam" if optimizer == "gd" and share_sam else optimizer
 
 
-def _method_kwargs(prep: Prepared, name: str, moments, lr_factor=1.0) -> dict:
+def _method_kwargs(prep: Prepared, name: str, moments, lr_factor=1.0, *,
+                   share_sam: bool = False) -> dict:  # fmt: skip
     """:func:`train_runs` arguments of method ``name`` (also what :func:`_compile` compiles)."""
     cfg = prep.config
     _, _, uses_rho = METHODS[name]
     mids = 0.5 * (prep.levels[:-1] + prep.levels[1:])
     return dict(
         params0=prep.params0, moments=moments, num_steps=cfg.num_steps,
-        optimizer=_optimizer(cfg, name),
+        optimizer=_program(name, share_sam),
         learning_rate=cfg.learning_rate * np.asarray(lr_factor),
         rho=cfg.rho if uses_rho else 0.0, test_moments=prep.test_moments,
         eigvecs=prep.eigvecs, record_every=_record_every(cfg.num_steps, cfg.log_every),
@@ -404,13 +405,15 @@ def _method_kwargs(prep: Prepared, name: str, moments, lr_factor=1.0) -> dict:
     )  # fmt: skip
 
 
-def _train_method(prep: Prepared, name: str, moments, *, lr_factor: float | np.ndarray = 1.0):
+def _train_method(prep: Prepared, name: str, moments, *, lr_factor: float | np.ndarray = 1.0,
+                  share_sam: bool = False):  # fmt: skip
     """Train every run with method ``name`` (GD runs also keep the proxy's checkpoints)."""
-    return train_runs(**_method_kwargs(prep, name, moments, lr_factor), raise_on_failure=False)
+    kwargs = _method_kwargs(prep, name, moments, lr_factor, share_sam=share_sam)
+    return train_runs(**kwargs, raise_on_failure=False)
 
 
-def _compile(cfg: Figure1Config, optimizer: str) -> float:
-    """Compile ``optimizer``'s program for ``cfg``'s shapes (zeros stand in for the data)."""
+def _compile(cfg: Figure1Config, name: str, share_sam: bool = False) -> float:
+    """Compile method ``name``'s program for ``cfg``'s shapes (zeros stand in for the data)."""
     t0 = time.perf_counter()
     r, d, dd = cfg.n_runs, cfg.d, cfg.d * cfg.d
     moments = Moments(np.zeros(r), np.zeros((r, dd)), np.zeros((r, dd, dd)))
@@ -420,8 +423,7 @@ def _compile(cfg: Figure1Config, optimizer: str) -> float:
                                                             zeros),
         np.zeros((r, d, d)), np.zeros(d), np.zeros(d), np.zeros(d + 1),
     )  # fmt: skip
-    name = next(m for m in cfg.run_methods if _optimizer(cfg, m) == optimizer)
-    compile_runs(**_method_kwargs(stub, name, moments))
+    compile_runs(**_method_kwargs(stub, name, moments, share_sam=share_sam))
     return time.perf_counter() - t0
 
 
@@ -469,13 +471,15 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
 
     # selection-free methods (SAM and variants) run beside GD -> select -> GD + upsampling
     background = [m for m in methods if METHODS[m][1] == "train" and METHODS[m][0] != "gd"]
-    programs = dict.fromkeys(_optimizer(cfg, m) for m in methods)  # one compile per program
+    share = "sam" in methods
+    programs = {_program(m, share): m for m in reversed(methods)}  # one compile per program
     with ThreadPoolExecutor(max_workers=2) as pool:
-        compiling = [pool.submit(_compile, cfg, opt) for opt in programs]
+        compiling = [pool.submit(_compile, cfg, m, share) for m in programs.values()]
         prep = timed("data_s", prepare_runs, cfg, progress=bar, pool=pool)
-        later = {m: pool.submit(timed, f"train_{m}_s", _train_method, prep, m, prep.moments)
-                 for m in background}  # fmt: skip
-        results = {"gd": timed("train_gd_s", _train_method, prep, "gd", prep.moments)}
+        later = {m: pool.submit(timed, f"train_{m}_s", _train_method, prep, m, prep.moments,
+                                share_sam=share) for m in background}  # fmt: skip
+        results = {"gd": timed("train_gd_s", _train_method, prep, "gd", prep.moments,
+                               share_sam=share)}  # fmt: skip
         bar.update(1)
         t1 = time.perf_counter()
         sel = select(prep, losses=_proxy_losses(prep, results["gd"]))
@@ -487,7 +491,8 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
                 continue
             moments = sel["moments"] if METHODS[m][1] == "upsampled" else prep.moments
             factor = boost if m == "gd_lr_matched" else 1.0
-            results[m] = timed(f"train_{m}_s", _train_method, prep, m, moments, lr_factor=factor)
+            results[m] = timed(f"train_{m}_s", _train_method, prep, m, moments, lr_factor=factor,
+                               share_sam=share)  # fmt: skip
             bar.update(1)
         for m, fut in later.items():
             results[m] = fut.result()

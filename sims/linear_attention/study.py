@@ -30,7 +30,7 @@ import xarray as xr
 
 from sims.ansatz import ansatz_gd_time, calibrate_start, condition_holds, time_entropy
 
-from .experiment import Figure1Config, _train_method, prepare_runs, select
+from .experiment import Figure1Config, _proxy_losses, _train_method, prepare_runs, select
 from .measure import feature_counts
 from .stats import ansatz_coefficients
 
@@ -90,7 +90,8 @@ def run_upsampling_study(cfg: StudyConfig = StudyConfig(), *, progress: bool = F
     bar = tqdm(total=base.n_runs + len(cfg.selections) + len(kinds), desc="upsampling study",
                disable=not progress, leave=False)  # fmt: skip
     prep = prepare_runs(base, progress=bar)
-    losses = None
+    results = {"gd": _train_method(prep, "gd", prep.moments)}  # its checkpoints are the proxy's
+    losses = _proxy_losses(prep, results["gd"])
     sels = {}
     for name in cfg.selections:
         selection, feats = SELECTION_VARIANTS[name]
@@ -99,13 +100,10 @@ def run_upsampling_study(cfg: StudyConfig = StudyConfig(), *, progress: bool = F
         losses = sels[name]["losses"]
         bar.update(1)
     boost_mean = sels["hard"]["report"]["sigma_ratio"].mean(1) if "hard" in sels else None
-    results = {}
-    for k in kinds:
-        if k == "gd":
-            results[k] = _train_method(prep, "gd", prep.moments)
-        elif k == "gd_lr_matched":
+    for k in kinds:  # GD itself ran above
+        if k == "gd_lr_matched":
             results[k] = _train_method(prep, "gd", prep.moments, lr_factor=boost_mean)
-        else:
+        elif k != "gd":
             results[k] = _train_method(prep, "gd_upsample", sels[k]["moments"])
         bar.update(1)
     bar.close()

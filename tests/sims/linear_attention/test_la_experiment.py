@@ -96,3 +96,19 @@ def test_config_errors_name_the_field():
         Figure1Config(methods=("adam",))
     with pytest.raises(ValueError, match="`cluster_features` must be one of"):
         Figure1Config(cluster_features="ranks")
+
+
+def test_format_summary_prints_one_row_per_method_when_the_horizons_coincide():
+    """The paper setting has paper_steps == num_steps: the table said everything twice."""
+    from sims.linear_attention.experiment import format_summary
+
+    row = {"runs_with_n_features": [0, 1], "entropy_all_features": {"n": 0},
+           "test_loss": {"median": 0.2, "mean": 0.3, "q25": 0.1, "q75": 0.4}}  # fmt: skip
+    summary = {"horizons": {"paper": 11, "long": 11}, "gd": {"paper": row, "long": row},
+               "sam": {"paper": row, "long": row}}  # fmt: skip
+    lines = format_summary(summary).splitlines()
+    assert [ln.split()[:2] for ln in lines[2:]] == [["gd", "11"], ["sam", "11"]]
+    summary["horizons"]["long"] = 21
+    lines = format_summary(summary).splitlines()
+    assert [ln.split()[:2] for ln in lines[2:6]] == [["gd", "11"], ["gd", "21"], ["sam", "11"],
+                                                     ["sam", "21"]]  # fmt: skip

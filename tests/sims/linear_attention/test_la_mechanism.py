@@ -92,7 +92,7 @@ def test_head_assignment():
     np.testing.assert_array_equal(head_assignment(v, k, q, e), [2, 0, 0])
     # a head with a large key but a tiny query on feature 1: k·q ignores it, k·k would not
     kc2, qc2 = kc.copy(), qc.copy()
-    kc2[2, 1], qc2[2, 1] = 1.0, 0.01  # head 2: |v k q| = 0.004 (k·k would give 0.4 > 0.135)
+    kc2[2, 1], qc2[2, 1] = 1.2, 0.01  # head 2: |v k q| = 0.005 (k·k would give 0.58 > 0.41)
     k2, q2 = (kc2 @ e.T)[:, None, :], (qc2 @ e.T)[:, None, :]
     np.testing.assert_array_equal(head_assignment(v, k2, q2, e), [2, 0, 0])
     batched = head_assignment(np.stack([v, v]), np.stack([k, k2]), np.stack([q, q2]),
