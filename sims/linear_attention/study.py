@@ -28,7 +28,13 @@ import time
 import numpy as np
 import xarray as xr
 
-from sims.ansatz import ansatz_gd_time, calibrate_start, condition_holds, time_entropy
+from sims.ansatz import (
+    ansatz_gd_time,
+    calibrate_start,
+    condition_holds,
+    entropy_change,
+    time_entropy,
+)
 
 from .experiment import Figure1Config, _proxy_losses, _train_method, prepare_runs, select
 from .measure import feature_counts
@@ -142,8 +148,7 @@ def run_upsampling_study(cfg: StudyConfig = StudyConfig(), *, progress: bool = F
             t[ok] = ansatz_gd_time(sw[ok], kw[ok], eps[ok], np.broadcast_to(thr, sw.shape)[ok])
         pred_t.append(t / (2 * eta))
         pred_dh.append(time_entropy(t) - time_entropy(lt[0]))
-        r_boost = sels[s]["report"]["sigma_ratio"]
-        pred_dh_boost.append(time_entropy(lt[0] / r_boost) - time_entropy(lt[0]))
+        pred_dh_boost.append(entropy_change(lt[0], sels[s]["report"]["sigma_ratio"]))
     data.update({
         "learning_time": (("run_kind", "run", "feature"), lt),
         "entropy": (("run_kind", "run"), time_entropy(lt)),
