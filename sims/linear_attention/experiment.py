@@ -328,7 +328,7 @@ def _proxy_losses(prep: Prepared, gd=None) -> np.ndarray:
         ])  # fmt: skip
 
 
-def select(prep: Prepared, cfg: Figure1Config | None = None, *, losses=None) -> dict:
+def select(prep: Prepared, cfg: Figure1Config | None = None, *, losses=None, pool=None) -> dict:
     """Upsampling selection of every run: weights, weighted moments and the selection report.
 
     Args:
@@ -336,6 +336,8 @@ def select(prep: Prepared, cfg: Figure1Config | None = None, *, losses=None) -> 
         cfg: selection settings (``selection``, ``cluster_features``, ``upsample_factor``,
             ``kmeans_n_init``; default ``prep.config``).
         losses: precomputed proxy losses ``(R, P, K)`` (reused across selections).
+        pool: a ``concurrent.futures`` executor to select the runs in (numpy releases the GIL
+            in the k-means' products); ``None`` selects them here, one after the other.
 
     Returns:
         dict with ``weights`` (list of ``(P,)``), ``moments`` (stacked weighted moments),
@@ -350,31 +352,30 @@ def select(prep: Prepared, cfg: Figure1Config | None = None, *, losses=None) -> 
     scores = None
     if cfg.selection == "condition":
         scores = np.stack([condition_scores(d) for d in prep.datas])
-    ups = select_batched(
-        losses, cfg.seed * 1000 + np.arange(cfg.n_runs), selection=cfg.selection,
-        factor=cfg.upsample_factor, features=cfg.cluster_features, n_init=cfg.kmeans_n_init,
-        scores=scores,
-    )  # fmt: skip
-    weights = [u.weights for u in ups]
-    reports, moms, ratios = [], [], []
+    seeds = cfg.seed * 1000 + np.arange(cfg.n_runs)
+
+    def one(r):
+        up = select_batched(
+            losses[r : r + 1], seeds[r : r + 1], selection=cfg.selection,
+            factor=cfg.upsample_factor, features=cfg.cluster_features, n_init=cfg.kmeans_n_init,
+            scores=None if scores is None else scores[r : r + 1],
+        )[0]  # fmt: skip
+        rep = selection_report(prep.datas[r], up.selected, factor=cfg.upsample_factor)
+        m_w = empirical_moments(prep.datas[r], up.weights, scale=prep.scale,
+                                features=prep.features[r])  # fmt: skip
+        base = type(m_w)(*(np.asarray(x)[r] for x in prep.moments))
+        ratio = (ansatz_coefficients(m_w, prep.eigvecs[r])[0]
+                 / ansatz_coefficients(base, prep.eigvecs[r])[0])  # fmt: skip
+        return up, rep, m_w, ratio
+
     with threadpool_limits(1):
-        for r in range(cfg.n_runs):
-            reports.append(
-                selection_report(prep.datas[r], ups[r].selected, factor=cfg.upsample_factor)
-            )
-            m_w = empirical_moments(prep.datas[r], weights[r], scale=prep.scale,
-                                    features=prep.features[r])  # fmt: skip
-            moms.append(m_w)
-            base = type(m_w)(*(np.asarray(x)[r] for x in prep.moments))
-            ratios.append(
-                ansatz_coefficients(m_w, prep.eigvecs[r])[0]
-                / ansatz_coefficients(base, prep.eigvecs[r])[0]
-            )
+        runs = list(pool.map(one, range(cfg.n_runs)) if pool else map(one, range(cfg.n_runs)))
+    ups, reports, moms, ratios = (list(x) for x in zip(*runs, strict=True))
     report = {k: np.array([rep[k] for rep in reports]) for k in reports[0]}
     report["hard_fraction"] = np.array([u.cluster.hard_fraction for u in ups])
     report["sigma_ratio"] = np.array(ratios)
-    return {"weights": weights, "moments": _stack(moms), "losses": losses, "results": ups,
-            "report": report}  # fmt: skip
+    return {"weights": [u.weights for u in ups], "moments": _stack(moms), "losses": losses,
+            "results": ups, "report": report}  # fmt: skip
 
 
 def _program(name: str, share_sam: bool) -> str:
@@ -482,7 +483,7 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
                                share_sam=share)}  # fmt: skip
         bar.update(1)
         t1 = time.perf_counter()
-        sel = select(prep, losses=_proxy_losses(prep, results["gd"]))
+        sel = select(prep, losses=_proxy_losses(prep, results["gd"]), pool=pool)
         timings["select_s"] = time.perf_counter() - t1
         bar.update(1)
         boost = sel["report"]["sigma_ratio"].mean(axis=1)  # (R,) mean signal boost of selection
