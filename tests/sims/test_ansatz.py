@@ -171,3 +171,10 @@ def test_gd_time_series_branch_against_high_precision_quadrature():
     pure = (1 / v0 - 1 / v1) / sigma
     assert abs(ref / pure - 1) > 1e-10  # the correction matters at the tolerance below
     assert float(az.ansatz_gd_time(sigma, kappa, v0, v1)) == pytest.approx(ref, rel=1e-13)
+
+
+def test_doctests():
+    import doctest
+
+    result = doctest.testmod(az, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
