@@ -1,26 +1,56 @@
 """Figure 1 end to end: the paper's 10,001-step setting, or the long horizon with every method.
 
-P=80,000 sequences, N=31, d=4, H=5, 25 paired runs; data generation and k-means selection
-included. ``--steps 10001 --methods paper`` is the paper's setting (target: 30 s on 2 cores);
-the default is what ``python -m figures`` computes: 200,001 steps and the six methods (GD,
-GD+upsampling, SAM, first-order SAM, head-wise SAM, lr-matched GD).
+P=80,000 sequences, N=31, d=4, H=5, 25 paired runs; data generation, compilation and the k-means
+selection included. ``--steps 10001 --methods paper`` is the paper's setting (target: 5 s wall on
+2 idle cores, imports and compilation included); the default is what ``python -m figures``
+computes: 200,001 steps and the six methods (GD, GD+upsampling, SAM, first-order SAM, head-wise
+SAM, lr-matched GD).
 
     python benchmarks/bench_linear_attention.py [--runs 25] [--steps 200001] [--methods all]
+        [--repeats 3]
 
-Prints the wall time (first call, JIT compilation included), the process CPU time, the stage
-timings, the machine load (``os.getloadavg``: other jobs sharing the 2 cores inflate the wall
-time), the per-method statistics and the anchor comparison (linattn-icl: ~8.7 s per full-batch
-step here).
+Prints the wall time (imports and JIT compilation included), the process CPU time (user + sys,
+all threads), the stage timings (wall; stages overlap on two threads), the machine load
+(``os.getloadavg``: other jobs sharing the cores inflate the wall time), the per-method
+statistics and the anchor comparison (linattn-icl: ~8.7 s per full-batch step here). With
+``--repeats N`` it runs N fresh interpreters and prints the minimum and median of each.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
+import statistics
+import subprocess
+import sys
 import time
 
+T0 = time.perf_counter()
 ANCHOR_S_PER_STEP = 8.7
-TARGET_S = 30.0
+TARGET_S = 5.0
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _repeat(argv: list[str], repeats: int) -> int:
+    walls, cpus = [], []
+    for _ in range(repeats):
+        out = subprocess.run([sys.executable, __file__, *argv, "--repeats", "1", "--json"],
+                             check=True, capture_output=True, text=True).stdout  # fmt: skip
+        row = json.loads(out.strip().splitlines()[-1])
+        walls.append(row["wall_s"])
+        cpus.append(row["cpu_s"])
+    print(f"{repeats} fresh interpreters, load average now {os.getloadavg()}")
+    print(f"wall (imports + JIT included): min {min(walls):.2f} s, median "
+          f"{statistics.median(walls):.2f} s; target {TARGET_S:.0f} s on 2 idle cores")  # fmt: skip
+    print(f"CPU user+sys (all threads):    min {min(cpus):.2f} s, median "
+          f"{statistics.median(cpus):.2f} s")  # fmt: skip
+    return 0
 
 
 def main(argv=None) -> int:
@@ -30,10 +60,15 @@ def main(argv=None) -> int:
     p.add_argument("--methods", choices=["paper", "all"], default="all")
     p.add_argument("--P", type=int, default=80_000)
     p.add_argument("--data", choices=["wishart", "tokens"], default="wishart")
+    p.add_argument("--repeats", type=int, default=1, help="fresh interpreters (min and median)")
+    p.add_argument("--json", action="store_true", help="print one JSON line (wall, CPU)")
     args = p.parse_args(argv)
+    if args.repeats > 1:
+        raw = sys.argv[1:] if argv is None else list(argv)
+        keep = [a for i, a in enumerate(raw) if a != "--repeats" and
+                (i == 0 or raw[i - 1] != "--repeats")]  # fmt: skip
+        return _repeat(keep, args.repeats)
     load_before = os.getloadavg()
-    t0 = time.perf_counter()
-    c0 = time.process_time()
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -52,19 +87,26 @@ def main(argv=None) -> int:
         methods=METHOD_NAMES if args.methods == "all" else PAPER_METHODS,
     )  # fmt: skip
     ds = run_figure1(cfg)
-    wall = time.perf_counter() - t0
-    cpu = time.process_time() - c0
+    wall = time.perf_counter() - T0  # from interpreter start: every import included
+    cpu = _cpu()
+    if args.json:
+        print(json.dumps({"wall_s": wall, "cpu_s": cpu, "load": load_before}))
+        return 0
     s = summarize(ds)
     n_steps_total = len(ds.method) * args.runs * args.steps
     print(f"cpu count: {os.cpu_count()}, load average before: {load_before}, "
           f"after: {os.getloadavg()}")  # fmt: skip
-    verdict = "MET" if wall < TARGET_S else "NOT MET"
+    paper = args.steps == 10_001 and args.methods == "paper"
+    verdict = ("MET" if wall <= TARGET_S else "NOT MET") if paper else "n/a (not the paper setting)"
     print(f"Figure 1 ({args.runs} runs x {len(ds.method)} methods, P={args.P}, {args.steps} "
-          f"steps, data={args.data}): wall {wall:.1f} s (imports + JIT included); paper-setting "
-          f"target {TARGET_S:.0f} s -> {verdict}")  # fmt: skip
-    print("stage timings (s):", {k: round(v, 2) for k, v in ds.attrs["timings"].items()})
-    print(f"process CPU time (all threads): {cpu:.1f} s -> lower bound on 2 idle cores "
-          f"{cpu / 2:.1f} s; other processes share the cores when the load average exceeds 2")
+          f"steps, data={args.data}): wall {wall:.2f} s (imports + JIT included); paper-setting "
+          f"target {TARGET_S:.0f} s on 2 idle cores -> {verdict}")  # fmt: skip
+    print("stage timings (wall s, overlapping):",
+          {k: round(v, 2) for k, v in ds.attrs["timings"].items()})  # fmt: skip
+    print(
+        f"process CPU time user+sys (all threads): {cpu:.2f} s -> lower bound on 2 idle cores "
+        f"{cpu / 2:.2f} s; other processes share the cores when the load average exceeds 2"
+    )
     print(f"per optimizer step (amortized over {n_steps_total} run-steps): "
           f"{wall / n_steps_total * 1e6:.2f} us; anchor linattn-icl ~{ANCHOR_S_PER_STEP} s/step "
           f"-> anchor: ~{ANCHOR_S_PER_STEP * n_steps_total / 86400:.0f} days")  # fmt: skip

@@ -82,6 +82,17 @@ def package_versions(packages: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, 
     return out
 
 
+def _float_list(a: np.ndarray) -> list:
+    """``a.tolist()`` with non-finite entries as ``"nan"``, ``"inf"``, ``"-inf"`` (vectorized)."""
+    if np.all(np.isfinite(a)):
+        return a.tolist()
+    out = a.astype(object)
+    out[np.isnan(a)] = "nan"
+    out[a == np.inf] = "inf"
+    out[a == -np.inf] = "-inf"
+    return out.tolist()
+
+
 def to_jsonable(obj: Any) -> Any:
     """Convert numpy scalars/arrays, paths, dataclasses and tuples into JSON-ready objects.
 
@@ -95,8 +106,14 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
+        if len(obj) > 64 and all(type(v) is float for v in obj):  # fast path: long float lists
+            return _float_list(np.asarray(obj, dtype=float))
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "biu":
+            return obj.tolist()
+        if obj.dtype.kind == "f":
+            return _float_list(obj)
         return to_jsonable(obj.tolist())
     if isinstance(obj, (np.bool_, bool)):
         return bool(obj)
@@ -293,13 +310,25 @@ def _has_format(path: Path, suffix: str) -> bool:
     return any(head.startswith(m) for m in magic)
 
 
+#: Result JSON above this size is written compact: indenting runs json's pure-Python encoder,
+#: seconds for the tens of MB of a large run (the C encoder writes it in a fraction of that).
+COMPACT_JSON_BYTES = 1 << 20
+
+
 def write_json(path: str | os.PathLike, payload: Mapping[str, Any], *, meta=None) -> Path:
-    """Atomically write ``payload`` (plus ``{"meta": meta}`` when given) as indented JSON."""
+    """Atomically write ``payload`` (plus ``{"meta": meta}`` when given) as JSON.
+
+    Indented when it is under :data:`COMPACT_JSON_BYTES`, compact above (same content).
+    """
     data = dict(payload)
     if meta is not None:
         data["meta"] = meta
+    data = to_jsonable(data)
+    text = json.dumps(data, sort_keys=False)
+    if len(text) < COMPACT_JSON_BYTES:
+        text = json.dumps(data, indent=2, sort_keys=False)
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
+        tmp.write_text(text + "\n")
     return Path(path)
 
 

@@ -64,6 +64,10 @@ __all__ = [
     "rho_hat",
     "learning_time",
     "learning_times",
+    "LearningTimes",
+    "attn_s_learning_times",
+    "attn_s_coefficients",
+    "batched_roots",
     "solve",
     "closed_form_trajectory",
     "escape_times",
@@ -92,14 +96,24 @@ def rho_hat(rho: float) -> float:
     return 2.0 * float(rho) / SQRT3
 
 
-def a_coefficient(lam: float, trace: float, n_context: float) -> float:
+def a_coefficient(lam, trace, n_context):
     """``a_i = λ_i² (1 + (1 + tr Σ/λ_i)/N)``, the eigenvalue of E[Σ̂²] (App. C.1).
 
-    ``n_context = inf`` gives the infinite-context limit ``a_i = λ_i²``.
+    ``n_context = inf`` gives the infinite-context limit ``a_i = λ_i²``. Scalars give a float;
+    an array of ``lam`` gives an array.
     """
-    lam = _check_positive("lam", lam)
-    trace = _check_positive("trace", trace)
-    n = _check_positive("n_context", n_context, fix=" Use `inf` for the infinite-context limit.")
+    if np.ndim(lam) or np.ndim(trace) or np.ndim(n_context):
+        lam, trace, n = (np.asarray(x, dtype=float) for x in (lam, trace, n_context))
+        for name, v in (("lam", lam), ("trace", trace)):
+            if np.any(~(v > 0) | np.isinf(v)):
+                raise ValueError(f"`{name}` must be finite and positive; got {v.tolist()}.")
+    else:
+        lam = _check_positive("lam", lam)
+        trace = _check_positive("trace", trace)
+        n = n_context if n_context == math.inf else _check_positive("n_context", n_context)
+    if np.any(~(np.asarray(n, dtype=float) > 0)):
+        raise ValueError(f"`n_context` must be positive (`inf` for the infinite-context limit); "
+                         f"got {n!r}.")  # fmt: skip
     return lam**2 * (1.0 + (1.0 + trace / lam) / n)
 
 
@@ -155,18 +169,11 @@ class PolynomialODE:
     def roots(self) -> np.ndarray:
         """All complex roots of ``P`` (companion eigenvalues, Newton-polished where it helps)."""
         c = np.trim_zeros(np.asarray(self.coeffs, dtype=float), "b")
-        if c.size <= 3:  # the truncated ODEs: closed-form roots (~50x faster than eigenvalues)
-            return _quadratic_roots(c)
-        r = np.polynomial.polynomial.polyroots(c).astype(complex)
-        dc = np.polynomial.polynomial.polyder(c)
-        for _ in range(2):  # Newton polish, keeping only steps that reduce |P|: at a multiple
-            # root P' ≈ 0 and a raw Newton step can throw the root far away
-            pv = np.polynomial.polynomial.polyval(r, c)
-            d = np.polynomial.polynomial.polyval(r, dc)
-            cand = r - pv / np.where(d != 0, d, 1.0)
-            better = (d != 0) & (np.abs(np.polynomial.polynomial.polyval(cand, c)) < np.abs(pv))
-            r = np.where(better, cand, r)
-        return r
+        if c.size <= 1:
+            return np.empty(0, complex)
+        if c.size == 2:
+            return np.array([-c[0] / c[1]], complex)
+        return batched_roots(c[None])[0]
 
     def real_roots(self) -> np.ndarray:
         """Real roots of ``P`` in increasing order."""
@@ -176,20 +183,60 @@ class PolynomialODE:
 
 
 def _quadratic_roots(c: np.ndarray) -> np.ndarray:
-    """Roots of ``c[0] + c[1] x + c[2] x²`` (degree ≤ 2), in the cancellation-free form."""
-    if c.size <= 1:
-        return np.empty(0, complex)
-    if c.size == 2:
-        return np.array([-c[0] / c[1]], complex)
-    c0, c1, c2 = (float(x) for x in c)
-    disc = complex(c1 * c1 - 4.0 * c2 * c0)
-    sq = disc**0.5
-    if (c1 * sq.conjugate()).real < 0:  # q = -(c1 + sign(c1) √disc)/2 avoids cancellation
-        sq = -sq
+    """Roots ``(n, 2)`` of the rows of ``c (n, 3)`` (``c0 + c1 x + c2 x²``, ``c2 != 0``).
+
+    The cancellation-free form ``q = −(c1 + sign(c1) √disc)/2``, roots ``q/c2`` and ``c0/q``.
+    """
+    c0, c1, c2 = (c[:, j].astype(float) for j in range(3))
+    sq = (c1 * c1 - 4.0 * c2 * c0 + 0j) ** 0.5
+    sq = np.where((c1 * sq.conjugate()).real < 0, -sq, sq)
     q = -(c1 + sq) / 2.0
-    if q == 0:  # c1 = c0 = 0: a double root at 0
-        return np.zeros(2, complex)
-    return np.array([q / c2, c0 / q], complex)
+    zero = q == 0  # c1 = c0 = 0: a double root at 0
+    qs = np.where(zero, 1.0, q)
+    return np.where(zero[:, None], 0j, np.stack([q / c2, c0 / qs], axis=1))
+
+
+def _polyval_rows(x: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Horner's rule for every row: ``P_n(x_n, ...)`` with ``c (n, k+1)``, ``x (n, ...)``."""
+    c = c.reshape(c.shape + (1,) * (np.ndim(x) - 1))
+    acc = c[:, -1] + x * 0
+    for j in range(c.shape[1] - 2, -1, -1):
+        acc = c[:, j] + acc * x
+    return acc
+
+
+def _polyder_rows(c: np.ndarray) -> np.ndarray:
+    """Coefficients of ``P'`` for every row of ``c (n, k+1)``."""
+    return c[:, 1:] * np.arange(1, c.shape[1], dtype=float)
+
+
+def batched_roots(c) -> np.ndarray:
+    """Complex roots ``(n, k)`` of ``n`` polynomials of one degree ``k >= 2`` (rows of ``c``).
+
+    Degree 2 in closed form (~50x faster than eigenvalues); higher degrees as the eigenvalues of
+    numpy's ``polyroots`` companion matrix (sorted the same way), then two Newton steps that are
+    kept only where they reduce ``|P|``: at a multiple root ``P' ≈ 0`` and a raw Newton step can
+    throw the root far away. This is the one root finder of :class:`PolynomialODE` and of the
+    vectorized :func:`attn_s_learning_times`.
+    """
+    c = np.asarray(c, dtype=float)
+    if c.ndim != 2 or c.shape[1] < 3 or np.any(c[:, -1] == 0):
+        raise ValueError(f"`c` must be (n, k+1) with k >= 2 and nonzero leading terms; got {c}.")
+    if c.shape[1] == 3:
+        return _quadratic_roots(c)
+    k = c.shape[1] - 1
+    mat = np.zeros((c.shape[0], k, k))
+    mat[:, np.arange(1, k), np.arange(k - 1)] = 1.0
+    mat[:, :, -1] -= c[:, :-1] / c[:, -1:]
+    r = np.sort(np.linalg.eigvals(mat), axis=1).astype(complex)
+    dc = _polyder_rows(c)
+    for _ in range(2):
+        pv = _polyval_rows(r, c)
+        d = _polyval_rows(r, dc)
+        cand = r - pv / np.where(d != 0, d, 1.0)
+        better = (d != 0) & (np.abs(_polyval_rows(cand, c)) < np.abs(pv))
+        r = np.where(better, cand, r)
+    return r
 
 
 def attn_s_ode(
@@ -219,35 +266,68 @@ def attn_s_ode(
     lam = _check_positive("lam", lam)
     rho = _check_positive("rho", rho, allow_zero=True, fix=" SAM's radius cannot be negative.")
     tau = _check_positive("tau", tau)
-    if sam_form not in ("first_order", "exact"):
-        raise ValueError(f"`sam_form` must be 'first_order' or 'exact'; got {sam_form!r}.")
-    opt = "sam" if rho > 0 else "gd"
-    if sam_form == "exact" and rho > 0:
-        if dynamics not in ("truncated", "full"):
-            raise ValueError(f"`dynamics` must be 'truncated' or 'full'; got {dynamics!r}.")
-        base = attn_s_ode(lam, dynamics=dynamics, a=a, tau=tau)  # the GD flow g
-        shift = rho / SQRT3
-        shifted = np.polynomial.Polynomial(base.coeffs)(np.polynomial.Polynomial([-shift, 1.0]))
-        coeffs = tuple(float(x) for x in shifted.coef)
-        params = {**base.params, "rho": rho, "shift": shift}
-        return PolynomialODE(coeffs, tau, "attn_s", "sam", dynamics, params)
-    if dynamics == "truncated":
-        # P(v) = λ² v² − (2ρ/√3) λ² v
-        coeffs = (0.0, -rho_hat(rho) * lam**2, lam**2)
-        params = {"lam": lam, "rho": rho}
-    elif dynamics == "full":
+    _check_attn_s_names(dynamics, sam_form)
+    if dynamics == "full":
         if a is None:
             raise ValueError(
                 "`a` is required for dynamics='full'; compute it with a_coefficient()."
             )
         a = _check_positive("a", a)
+    coeffs, shift = attn_s_coefficients(lam, rho, dynamics=dynamics, a=a, sam_form=sam_form)
+    params = {"lam": lam, "rho": rho, **({"a": a} if dynamics == "full" else {})}
+    if shift[0] > 0:
+        params["shift"] = float(shift[0])
+    opt = "sam" if rho > 0 else "gd"
+    return PolynomialODE(tuple(float(x) for x in coeffs[0]), tau, "attn_s", opt, dynamics, params)
+
+
+def _check_attn_s_names(dynamics: str, sam_form: str) -> None:
+    if sam_form not in ("first_order", "exact"):
+        raise ValueError(f"`sam_form` must be 'first_order' or 'exact'; got {sam_form!r}.")
+    if dynamics not in ("truncated", "full"):
+        raise ValueError(f"`dynamics` must be 'truncated' or 'full'; got {dynamics!r}.")
+
+
+def attn_s_coefficients(
+    lam, rho=0.0, *, dynamics: Dynamics = "truncated", a=None, sam_form: SamForm = "first_order"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficients of the ATTN_S value ODEs ``τ v̇ = P(v)`` for many features at once.
+
+    The one place the right-hand sides of eqs. (9)–(10), App. C.2 and exact SAM are written
+    (:func:`attn_s_ode` is this for one feature). Arguments broadcast; no validation (see
+    :func:`attn_s_ode`).
+
+    Returns:
+        ``coeffs (n, k+1)`` in ascending powers of ``v`` (``k = 2`` truncated, ``5`` full) and
+        ``shift (n,)``: ``ρ/√3`` for exact SAM at ``ρ > 0`` (``P(v) = g(v − ρ/√3)`` with ``g``
+        the GD right-hand side), else 0.
+    """
+    _check_attn_s_names(dynamics, sam_form)
+    lam, rho = (np.ravel(x).astype(float) for x in np.broadcast_arrays(lam, rho))
+    l2 = lam**2
+    if dynamics == "truncated":
+        # P(v) = λ² v² − (2ρ/√3) λ² v
+        zero = np.zeros_like(lam)
+        gd = np.stack([zero, -0.0 * l2, l2], axis=1)
+        first = np.stack([zero, -(2.0 * rho / SQRT3) * l2, l2], axis=1)
+    else:
+        la = lam * np.broadcast_to(np.asarray(a, dtype=float), lam.shape).ravel()
+        zero = np.zeros_like(lam)
         # P(v) = λ²v² − λ a v⁵ + (ρ/√3)(5 λ a v⁴ − 2 λ² v)
         k = rho / SQRT3
-        coeffs = (0.0, -2.0 * k * lam**2, lam**2, 0.0, 5.0 * k * lam * a, -lam * a)
-        params = {"lam": lam, "rho": rho, "a": a}
-    else:
-        raise ValueError(f"`dynamics` must be 'truncated' or 'full'; got {dynamics!r}.")
-    return PolynomialODE(coeffs, tau, "attn_s", opt, dynamics, params)
+        gd = np.stack([zero, -0.0 * l2, l2, zero, 0.0 * la, -la], axis=1)
+        first = np.stack([zero, -2.0 * k * l2, l2, zero, 5.0 * k * la, -la], axis=1)
+    if sam_form == "first_order":
+        return np.where((rho > 0)[:, None], first, gd), np.zeros_like(lam)
+    shift = np.where(rho > 0, rho / SQRT3, 0.0)
+    # g(v − shift) by Horner's rule on polynomials, as numpy's Polynomial composition does
+    acc = gd[:, -1:]
+    for j in range(gd.shape[1] - 2, -1, -1):
+        times = np.concatenate([acc * -shift[:, None], np.zeros_like(shift)[:, None]], axis=1)
+        times[:, 1:] += acc
+        times[:, 0] += gd[:, j]
+        acc = times
+    return np.where((rho > 0)[:, None], acc, gd), shift
 
 
 def merged_kq_ode(
@@ -318,68 +398,145 @@ class LearningTime:
         return self.status == "reached"
 
 
+#: Reachability codes of :func:`_reach_rows` -> status (the message depends on the code).
+_REACH = {0: "reached", 1: "stalls", 2: "stationary", 3: "stalls", 4: "stationary", 5: "decays",
+          6: "stalls"}  # fmt: skip
+
+
+def _reach_rows(coeffs, x0, x1, shift, x_max):
+    """Whether each row's ``x1`` is reached from ``x0`` (``P > 0`` on ``[x0, x1]``), vectorized.
+
+    Returns ``(code, root)``: ``code`` 0 reached; 1 target at or beyond the domain end
+    ``x_max``; 2/3 exact SAM started at / below its double root ``shift``; 4 ``P(x0) = 0``;
+    5 ``P(x0) < 0``; 6 a real root in ``(x0, x1]`` (``root``, else NaN), checked in this order.
+    """
+    n = coeffs.shape[0]
+    code = np.zeros(n, dtype=int)
+    root = np.full(n, np.nan)
+    code[x1 >= x_max] = 1
+    pend = code == 0
+    code[pend & (shift > 0) & (x0 == shift)] = 2
+    code[pend & (shift > 0) & (x0 < shift)] = 3
+    pend = code == 0
+    p0 = _polyval_rows(x0, coeffs)
+    powers = np.maximum(1.0, x0)[:, None] ** np.arange(coeffs.shape[1])
+    scale = np.max(np.abs(coeffs) * powers, axis=1)
+    stationary = np.abs(p0) <= 1e-14 * scale
+    code[pend & stationary] = 4
+    code[pend & ~stationary & (p0 < 0)] = 5
+    pend = code == 0
+    if np.any(pend):
+        c = coeffs[pend]
+        k = c.shape[1] - 1
+        while k > 0 and np.all(c[:, k] == 0):
+            k -= 1
+        c = c[:, : k + 1]
+        if k >= 2:
+            r = batched_roots(c)
+        elif k == 1:
+            r = (-c[:, :1] / c[:, 1:]).astype(complex)
+        else:
+            r = np.empty((c.shape[0], 0), complex)
+        real = np.abs(r.imag) <= 1e-10 * np.maximum(1.0, np.abs(r))
+        inside = real & (r.real > x0[pend, None]) & (r.real <= x1[pend, None])
+        first = np.min(np.where(inside, r.real, np.inf), axis=1, initial=np.inf)
+        hit = np.isfinite(first)
+        idx = np.flatnonzero(pend)[hit]
+        code[idx] = 6
+        root[idx] = first[hit]
+    return code, root
+
+
 def _reachability(ode: PolynomialODE, x0: float, x1: float) -> tuple[Status, str]:
     """Decide whether ``x1`` is reached from ``x0`` (``P > 0`` on ``[x0, x1]``) and say why not."""
-    if x1 >= ode.x_max:
-        return "stalls", (
+    code, root = _reach_rows(
+        np.asarray([ode.coeffs], dtype=float), np.array([x0]), np.array([x1]),
+        np.array([ode.params.get("shift", 0.0)]), np.array([ode.x_max]),
+    )  # fmt: skip
+    return _REACH[int(code[0])], _reach_message(ode, int(code[0]), x0, x1, float(root[0]))
+
+
+def _reach_message(ode: PolynomialODE, code: int, x0: float, x1: float, root: float) -> str:
+    """The sentence explaining a :func:`_reach_rows` code for ``ode``."""
+    shift = ode.params.get("shift", 0.0)
+    if code == 0:
+        return "reached"
+    if code == 1:
+        return (
             f"target {x1:.6g} is at or beyond the end of the ODE's domain {ode.x_max:.6g} "
             "(Theorem B.2: u = sqrt(gamma/alpha) is the stable equilibrium)"
         )
-    shift = ode.params.get("shift", 0.0)
-    if shift > 0.0 and x0 <= shift:  # exact SAM: v = ρ/√3 is a semi-stable double root of P
-        if x0 == shift:
-            return "stationary", f"x0 = {x0:.6g} = ρ/√3 is a fixed point of exact SAM"
-        return "stalls", (
+    if code == 2:
+        return f"x0 = {x0:.6g} = ρ/√3 is a fixed point of exact SAM"
+    if code == 3:
+        return (
             f"exact SAM stalls: v0 = {x0:.6g} is below ρ/√3 = {shift:.6g}, where the perturbed "
             "point has v < 0; v creeps up to ρ/√3 and never passes it (needs ρ < √3 v0)"
         )
-    p0 = float(ode.P(x0))
-    scale = max(abs(c) * max(1.0, x0) ** k for k, c in enumerate(ode.coeffs))
-    if abs(p0) <= 1e-14 * scale:
-        return "stationary", f"x0 = {x0:.6g} is a fixed point of the ODE (P(x0) = 0)"
-    if p0 < 0:
+    if code == 4:
+        return f"x0 = {x0:.6g} is a fixed point of the ODE (P(x0) = 0)"
+    if code == 5:
         if ode.optimizer == "sam" and ode.model == "attn_s":
             bound = rho_hat(ode.params["rho"])
-            return "decays", (
+            return (
                 f"SAM decays: v0 = {x0:.6g} is below the unstable point (~2ρ/√3 = {bound:.6g}), "
                 "so v shrinks to 0 and the feature is never learned (needs ρ < (√3/2) v0)"
             )
-        return "decays", f"P(x0) = {p0:.3g} < 0: x decreases from x0 and never reaches {x1:.6g}"
-    inside = [r for r in ode.real_roots() if x0 < r <= x1]
-    if inside:
-        r = inside[0]
-        return "stalls", (
-            f"x stalls at the stable fixed point {r:.6g} below the target {x1:.6g} "
-            "(lower c or raise the endpoint's fixed point)"
-        )
-    return "reached", "reached"
+        p0 = float(ode.P(x0))
+        return f"P(x0) = {p0:.3g} < 0: x decreases from x0 and never reaches {x1:.6g}"
+    return (
+        f"x stalls at the stable fixed point {root:.6g} below the target {x1:.6g} "
+        "(lower c or raise the endpoint's fixed point)"
+    )
 
 
 def _closed_form_time(ode: PolynomialODE, x0: float, x1: float) -> float:
     """Closed-form ``τ ∫_{x0}^{x1} dx / P(x)`` (assumes reachability was checked)."""
     p, tau = ode.params, ode.tau
-    if ode.model == "attn_s" and p.get("shift", 0.0) > 0.0:  # exact SAM: GD between shifted ends
-        base = dataclasses.replace(ode, params={**p, "rho": 0.0, "shift": 0.0})
-        return _closed_form_time(base, x0 - p["shift"], x1 - p["shift"])
-    if ode.model == "attn_s" and ode.dynamics == "truncated":
-        lam, rh = p["lam"], rho_hat(p["rho"])
-        if rh == 0.0:  # eq. (23) with I₁: τ/λ² (1/ε − 1/u)
-            return tau / lam**2 * (1.0 / x0 - 1.0 / x1)
-        # I₂(u) = (1/ρ̂) ln[(1 − ρ̂/u)/(1 − ρ̂/ε)]  (C.4), written with log1p for accuracy
-        return tau / (lam**2 * rh) * (math.log1p(-rh / x1) - math.log1p(-rh / x0))
-    if ode.model == "attn_s" and ode.dynamics == "full" and p["rho"] == 0.0:
-        return _gd_full_time(p["lam"], p["a"], x0, x1, tau)
+    if ode.model == "attn_s":
+        t = _attn_s_closed_rows(
+            np.asarray([ode.coeffs], dtype=float), np.array([p["lam"]]), np.array([p["rho"]]),
+            np.array([p.get("a", np.nan)]), np.array([p.get("shift", 0.0)]), np.array([x0]),
+            np.array([x1]), tau, ode.dynamics,
+        )  # fmt: skip
+        return float(t[0])
     if ode.model == "merged_kq" and ode.dynamics == "full":
         return _lemma_b4_time(p["gamma"], p["alpha"], p["rho"], x0, x1, tau)
     if ode.model == "merged_kq" and ode.dynamics == "truncated":
         g, ra = p["gamma"], p["rho"] * p["alpha"]
         # Theorem B.3: t = (τ/γ) ln[u*(γ + ραu0) / (u0 (γ + ραu*))]
         return tau / g * (math.log(x1 / x0) + math.log1p(ra * x0 / g) - math.log1p(ra * x1 / g))
-    return _partial_fraction_time(ode, x0, x1)
+    return float(_partial_fraction_rows(np.asarray([ode.coeffs], float), np.array([x0]),
+                                        np.array([x1]), tau)[0])  # fmt: skip
 
 
-def _gd_full_time(lam: float, a: float, x0: float, x1: float, tau: float) -> float:
-    """Full GD, ``τ v̇ = λ v² (λ − a v³)``, integrated in elementary functions.
+def _attn_s_closed_rows(coeffs, lam, rho, a, shift, x0, x1, tau, dynamics):
+    """Closed-form ATTN_S learning times of reachable rows.
+
+    Eq. (23) and C.4 (truncated), elementary (full GD), partial fractions (full first-order
+    SAM); exact SAM is GD between the shifted endpoints.
+    """
+    ex = shift > 0
+    w0, w1 = np.where(ex, x0 - shift, x0), np.where(ex, x1 - shift, x1)
+    l2 = lam**2
+    if dynamics == "truncated":
+        rh = np.where(ex, 0.0, 2.0 * rho / SQRT3)
+        gd = tau / l2 * (1.0 / w0 - 1.0 / w1)  # eq. (23) with I₁: τ/λ² (1/ε − 1/u)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # I₂(u) = (1/ρ̂) ln[(1 − ρ̂/u)/(1 − ρ̂/ε)]  (C.4), written with log1p for accuracy
+            sam = tau / (l2 * rh) * (np.log1p(-rh / w1) - np.log1p(-rh / w0))
+        return np.where(rh == 0.0, gd, sam)
+    gd_rows = ex | (rho == 0.0)
+    out = np.empty(lam.shape)
+    out[gd_rows] = _gd_full_time(lam[gd_rows], a[gd_rows], w0[gd_rows], w1[gd_rows], tau)
+    sam = ~gd_rows
+    if np.any(sam):
+        out[sam] = _partial_fraction_rows(coeffs[sam], x0[sam], x1[sam], tau)
+    return out
+
+
+def _gd_full_time(lam, a, x0, x1, tau: float):
+    """Full GD, ``τ v̇ = λ v² (λ − a v³)``, integrated in elementary functions (vectorized).
 
     With ``b³ = λ/a`` (the fixed point), ``1/(v²(b³ − v³)) = 1/(b³v²) + v/(b³(b³ − v³))`` and
     ``∫ v/(b³ − v³) dv = ln((v² + bv + b²)/(b − v)²)/(6b) − arctan((2v + b)/(b√3))/(b√3)``, so
@@ -387,8 +544,8 @@ def _gd_full_time(lam: float, a: float, x0: float, x1: float, tau: float) -> flo
     """
     b = (lam / a) ** (1.0 / 3.0)
 
-    def F(v: float) -> float:
-        return math.log((v * v + b * v + b * b) / (b - v) ** 2) / (6.0 * b) - math.atan(
+    def F(v):
+        return np.log((v * v + b * v + b * b) / (b - v) ** 2) / (6.0 * b) - np.arctan(
             (2.0 * v + b) / (b * SQRT3)
         ) / (b * SQRT3)
 
@@ -412,8 +569,8 @@ def _lemma_b4_time(gamma: float, alpha: float, rho: float, u0: float, u1: float,
     )
 
 
-def _partial_fraction_time(ode: PolynomialODE, x0: float, x1: float) -> float:
-    """``τ ∫ dx/P`` by partial fractions over the (simple) roots of ``P``.
+def _partial_fraction_rows(c, x0, x1, tau: float) -> np.ndarray:
+    """``τ ∫ dx/P`` by partial fractions over the (simple) roots of ``P``, row by row.
 
     Used for full SAM, whose quintic has no elementary roots: the antiderivative is exact given the
     roots (companion-matrix eigenvalues polished by Newton steps). Every ODE here has ``P(0) = 0``;
@@ -424,36 +581,37 @@ def _partial_fraction_time(ode: PolynomialODE, x0: float, x1: float) -> float:
     form ``A ln x + B ln(x − ρ̂)`` cancels catastrophically). Along the real segment ``1 − r_j/x``
     stays in one half-plane, so the principal logarithm is the right branch.
     """
-    c = np.asarray(ode.coeffs, dtype=float)
-    if c[0] != 0.0:
+    c = np.asarray(c, dtype=float)
+    if np.any(c[:, 0] != 0.0):
         raise ArithmeticError("partial fractions here assume P(0) = 0.")
-    q = c[1:]  # p(x) = P(x)/x
-    if q[0] == 0.0:
+    q = c[:, 1:]  # p(x) = P(x)/x
+    if np.any(q[:, 0] == 0.0):
         raise ArithmeticError("P has a double root at 0; use the GD closed form.")
-    deflated = dataclasses.replace(ode, coeffs=tuple(q))
-    r = deflated.roots()
-    d = deflated.dP(r)
-    if np.any(np.abs(d) < 1e-12 * np.max(np.abs(d))):
+    r = batched_roots(q)
+    d = _polyval_rows(r, _polyder_rows(q))
+    if np.any(np.abs(d) < 1e-12 * np.max(np.abs(d), axis=1, keepdims=True)):
         raise ArithmeticError("P has a repeated root; partial fractions need simple roots.")
     # g_j = [ln(1 − r_j/x1) − ln(1 − r_j/x0)] / r_j. Real roots in real arithmetic (numpy's complex
     # log1p loses digits for tiny arguments), with |1 − r/x| (both ends share its sign when the
     # target is reachable); for |r| ≪ x0 the Taylor series, which also makes the result
     # insensitive to the root's absolute rounding error near 0.
-    g = np.empty(r.shape, dtype=complex)
-    for j, rj in enumerate(r):
-        if abs(rj) < 1e-6 * x0:
-            g[j] = (1.0 / x0 - 1.0 / x1) + rj / 2.0 * (1.0 / x0**2 - 1.0 / x1**2)
-        elif abs(rj.imag) <= 1e-14 * abs(rj):
-            a = rj.real
-            g[j] = (_log_abs_1m(a / x1) - _log_abs_1m(a / x0)) / a
-        else:
-            g[j] = (np.log(1.0 - rj / x1) - np.log(1.0 - rj / x0)) / rj
-    return float(ode.tau * np.sum(g / d).real)
+    a0, a1 = x0[:, None], x1[:, None]
+    tiny = np.abs(r) < 1e-6 * a0
+    real = ~tiny & (np.abs(r.imag) <= 1e-14 * np.abs(r))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g_tiny = (1.0 / a0 - 1.0 / a1) + r / 2.0 * (1.0 / a0**2 - 1.0 / a1**2)
+        re = np.where(real, r.real, 1.0)
+        g_real = (_log_abs_1m(re / a1) - _log_abs_1m(re / a0)) / re
+        rc = np.where(tiny | real, 1.0, r)
+        g_cplx = (np.log(1.0 - rc / a1) - np.log(1.0 - rc / a0)) / rc
+    g = np.where(tiny, g_tiny, np.where(real, g_real + 0j, g_cplx))
+    return tau * np.sum(g / d, axis=1).real
 
 
-def _log_abs_1m(y: float) -> float:
-    """``ln|1 − y|`` accurately for small ``|y|``."""
-    return math.log1p(-y) if y < 0.5 else math.log(abs(1.0 - y))
+def _log_abs_1m(y):
+    """``ln|1 − y|`` accurately for small ``|y|`` (vectorized)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(y < 0.5, np.log1p(-np.minimum(y, 0.5)), np.log(np.abs(1.0 - y)))
 
 
 def _quad_time(ode: PolynomialODE, x0: float, x1: float) -> tuple[float, float, int]:
@@ -561,6 +719,75 @@ def learning_times(
         )  # fmt: skip
         out.append(learning_time(ode, eps, c * lam ** (-1.0 / 3.0), method=method))
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class LearningTimes:
+    """Closed-form learning times of many ATTN_S features (:func:`attn_s_learning_times`).
+
+    Attributes:
+        time: ``(n,)`` learning times (``inf`` where the target is never reached).
+        status: ``(n,)`` ``"reached"``, ``"decays"``, ``"stalls"`` or ``"stationary"``.
+    """
+
+    time: np.ndarray
+    status: np.ndarray
+
+    @property
+    def success(self) -> np.ndarray:
+        """Where the target was reached."""
+        return self.status == "reached"
+
+
+def attn_s_learning_times(
+    lam, x0, x1, *, rho=0.0, dynamics: Dynamics = "truncated", a=None, tau: float = 1.0,
+    sam_form: SamForm = "first_order",
+) -> LearningTimes:  # fmt: skip
+    """:func:`learning_time` (closed forms) of the ATTN_S value ODEs for many features at once.
+
+    The same reachability test and closed forms as the scalar path (which calls this kernel
+    with one row), vectorized over features: no Python loop, one batched eigenvalue call for the
+    roots of full first-order SAM. Arguments broadcast to one length ``n``; the scalar
+    :func:`learning_time` gives the sentence behind a status that is not ``"reached"``.
+
+    Args:
+        lam: eigenvalues ``λ_i > 0``.
+        x0: starts ``ε > 0``.
+        x1: targets ``> x0`` (e.g. ``c λ_i^{-1/3}``).
+        rho: SAM radii ``>= 0`` (0: GD).
+        dynamics: ``"truncated"`` or ``"full"`` (needs ``a``).
+        a: ``a_i`` of App. C.1 (:func:`a_coefficient`), for ``"full"``.
+        tau: time constant.
+        sam_form: ``"first_order"`` or ``"exact"`` (see :func:`attn_s_ode`).
+
+    Raises:
+        ValueError: on non-positive or non-finite inputs, ``x1 <= x0`` or missing ``a``.
+    """
+    tau = _check_positive("tau", tau)
+    _check_attn_s_names(dynamics, sam_form)
+    if dynamics == "full" and a is None:
+        raise ValueError("`a` is required for dynamics='full'; compute it with a_coefficient().")
+    arrays = np.broadcast_arrays(lam, x0, x1, rho, np.nan if a is None else a)
+    lam, x0, x1, rho, a = (np.ravel(x).astype(float) for x in arrays)
+    for name, v, zero_ok in (("lam", lam, False), ("x0", x0, False), ("x1", x1, False),
+                             ("rho", rho, True), *((("a", a, False),) if dynamics == "full"
+                                                   else ())):  # fmt: skip
+        bad = ~np.isfinite(v) | ((v < 0) if zero_ok else (v <= 0))
+        if np.any(bad):
+            raise ValueError(f"`{name}` must be finite and {'>= 0' if zero_ok else '> 0'}; got "
+                             f"{v[bad][:3].tolist()} (first bad values).")  # fmt: skip
+    if np.any(x1 <= x0):
+        raise ValueError("`x1` must exceed `x0` (learning means growth); raise c or lower eps.")
+    coeffs, shift = attn_s_coefficients(lam, rho, dynamics=dynamics, a=a, sam_form=sam_form)
+    code, _ = _reach_rows(coeffs, x0, x1, shift, np.full(lam.shape, np.inf))
+    ok = code == 0
+    time = np.full(lam.shape, np.inf)
+    time[ok] = _attn_s_closed_rows(coeffs[ok], lam[ok], rho[ok], a[ok], shift[ok], x0[ok], x1[ok],
+                                   tau, dynamics)  # fmt: skip
+    if not np.all((time[ok] > 0) & np.isfinite(time[ok])):
+        raise ArithmeticError("a closed form gave a non-positive time for a reachable target.")
+    status = np.array([_REACH[k] for k in range(7)])[code]
+    return LearningTimes(time, status)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -56,6 +56,7 @@ __all__ = [
     "ClusterResult",
     "FEATURES",
     "cluster_trajectories",
+    "kmeans",
     "trajectory_features",
     "usage_weights",
     "upsample_indices",
@@ -265,7 +266,8 @@ def cluster_trajectories(
         km.fit(feats)
         raw, centers, inertia = km.labels_.astype(int), np.asarray(km.cluster_centers_), km.inertia_
     elif backend == "numpy":
-        raw, centers, inertia = _kmeans_numpy(feats, n_clusters, seed, n_init, max_iter)
+        raw, centers, inertia = kmeans(feats, n_clusters, seed=seed, n_init=n_init,
+                                       max_iter=max_iter)  # fmt: skip
     else:
         raise ValueError(f"`backend` must be 'sklearn' or 'numpy'; got {backend!r}.")
     return ClusterResult.from_labels(
@@ -273,39 +275,69 @@ def cluster_trajectories(
     )
 
 
-def _sq_dist(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
-    """Squared distances ``(n, k)`` (a loop over the few centres; avoids slow skinny GEMMs)."""
-    return np.stack([np.einsum("ij,ij->i", x - c, x - c) for c in centers], axis=1)
+def kmeans(x, k: int = 2, *, seed: int = 0, n_init: int = 1, max_iter: int = 300):
+    """Lloyd's k-means with k-means++ seeding on ``x (P, F)``; best of ``n_init`` by inertia.
+
+    sklearn's stopping rule (no label change, or a centre shift <= 1e-4 x the mean feature
+    variance). Distances as ``‖x‖² − 2 x·c + ‖c‖²`` (one skinny matrix product per iteration),
+    centres as ``onehotᵀ x``: ~1 ms per iteration at P = 80,000, F = 5 on one core, so the 25
+    selections of Figure 1 cost a fraction of a second. Deterministic in ``seed``.
+
+    Returns:
+        ``(labels (P,), centers (k, F), inertia)`` with raw (not yet relabelled) cluster ids.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):  # skinny products: BLAS threads cost ~7x here, never gain
+        return _kmeans(np.ascontiguousarray(x, dtype=float), k, seed, n_init, max_iter)
 
 
-def _kmeans_numpy(x: np.ndarray, k: int, seed: int, n_init: int, max_iter: int):
-    """Lloyd's algorithm with k-means++ seeding; best of ``n_init`` restarts by inertia."""
+def _kmeans(x: np.ndarray, k: int, seed: int, n_init: int, max_iter: int):
     rng = np.random.default_rng(seed)
     n = x.shape[0]
+    xsq = np.einsum("ij,ij->i", x, x)
+    total = x.sum(axis=0)
     tol = 1e-4 * float(np.mean(np.var(x, axis=0)))  # sklearn's convergence tolerance
+    arange_k = np.arange(k)
+
+    def sq_dist(centers):
+        d = xsq[:, None] - 2.0 * (x @ centers.T) + np.einsum("ij,ij->i", centers, centers)
+        return np.maximum(d, 0.0)
+
+    def assign(centers):
+        if k == 2:  # nearer to c1 than c0 ⟺ x·(c1 − c0) > (‖c1‖² − ‖c0‖²)/2 (ties: 0)
+            c0, c1 = centers
+            return (x @ (c1 - c0) > 0.5 * (c1 @ c1 - c0 @ c0)).astype(np.intp)
+        return np.argmin(sq_dist(centers), axis=1)
+
+    def cluster_sums(labels):
+        if k == 2:  # one matrix-vector product instead of a one-hot matrix
+            m = labels.astype(float)
+            s1, n1 = m @ x, m.sum()
+            return np.stack([total - s1, s1]), np.array([n - n1, n1])
+        onehot = (labels[:, None] == arange_k).astype(float)
+        return onehot.T @ x, onehot.sum(axis=0)
+
     best = None
     for _ in range(max(1, n_init)):
         centers = x[[rng.integers(n)]].copy()
-        for _ in range(1, k):  # k-means++ seeding
-            d2 = _sq_dist(x, centers).min(axis=1)
+        for _ in range(1, k):  # k-means++ seeding: the next centre with probability ∝ d²
+            d2 = sq_dist(centers).min(axis=1)
             p = d2 / d2.sum() if d2.sum() > 0 else None
             centers = np.vstack([centers, x[rng.choice(n, p=p)]])
         labels = np.full(n, -1)
         for _ in range(max_iter):
-            new = np.argmin(_sq_dist(x, centers), axis=1)
+            new = assign(centers)
             if np.array_equal(new, labels):
                 break
             labels = new
-            counts = np.bincount(labels, minlength=k)
-            sums = np.stack(
-                [np.bincount(labels, x[:, j], minlength=k) for j in range(x.shape[1])], 1
-            )
+            sums, counts = cluster_sums(labels)
             nonempty = counts > 0
             old = centers.copy()
             centers[nonempty] = sums[nonempty] / counts[nonempty, None]
             if np.sum((centers - old) ** 2) <= tol:
                 break
-        dist = _sq_dist(x, centers)
+        dist = sq_dist(centers)
         labels = np.argmin(dist, axis=1)
         inertia = float(dist[np.arange(n), labels].sum())
         if best is None or inertia < best[2]:

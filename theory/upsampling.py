@@ -47,46 +47,14 @@ import math
 import numpy as np
 import sympy as sp
 
-from .sam_saddle import ansatz_gd_time, time_entropy
+from sims.ansatz import ansatz_gd_time, boost, condition_holds, entropy_change, time_entropy
+
 from .verify import CheckResult, claim
 
 __all__ = [
-    "boost",
-    "predicted_times",
-    "entropy_change",
-    "condition_holds",
     "target_rule_enrichment",
     "gaussian_expectation",
 ]
-
-
-def boost(enrichment, fraction: float, factor: int = 1):
-    """``r_i = (1 + f π m_i)/(1 + f π)``: the signal boost of usage weights ``1 + f·1_S``."""
-    m = np.asarray(enrichment, dtype=float)
-    return (1.0 + factor * fraction * m) / (1.0 + factor * fraction)
-
-
-def predicted_times(sigma, kappa, eps, v1, *, sigma_w=None, kappa_w=None):
-    """GD learning times on the ansatz from ``eps`` to ``v1`` (``τ = 1``), unweighted or weighted.
-
-    ``sigma_w``/``kappa_w`` replace the coefficients (upsampled moments); the start and the
-    threshold stay those of the unweighted problem (the simulation's learning criterion).
-    """
-    s = np.asarray(sigma if sigma_w is None else sigma_w, dtype=float)
-    k = np.asarray(kappa if kappa_w is None else kappa_w, dtype=float)
-    return ansatz_gd_time(s, k, eps, v1)
-
-
-def entropy_change(times_gd, boosts) -> np.ndarray:
-    """``H(T/r) − H(T)`` for early-time scaling ``t_i = T_i / r_i`` (last axis = features)."""
-    t = np.asarray(times_gd, dtype=float)
-    return time_entropy(t / np.asarray(boosts, dtype=float)) - time_entropy(t)
-
-
-def condition_holds(boosts, *, rtol: float = 0.0) -> np.ndarray:
-    """Whether ``r_i`` is non-decreasing in ``i`` (features ordered by decreasing ``λ``)."""
-    r = np.asarray(boosts, dtype=float)
-    return np.all(np.diff(r, axis=-1) >= -rtol * np.abs(r[..., 1:]), axis=-1)
 
 
 def gaussian_expectation(expr: sp.Expr, variables) -> sp.Expr:
@@ -188,6 +156,37 @@ def check_ansatz_rates() -> CheckResult:
                        "when A_ω couples vec(e₁e₁ᵀ) only to diagonal entries and b_ω has no "
                        "(1,2)/(2,1) part — exactly so for population moments and for query rules "
                        "even in every eigen-coordinate; an approximation otherwise")  # fmt: skip
+
+
+@claim(
+    "upsampling_boost_formula",
+    "beyond the paper (Sec. 5 usage weights in the ATTN_S toy)",
+    "With usage weights 1 + f·1_S (share π selected) the normalized weighted signal is "
+    "E_ω[X] = (E[X] + fπ E[X | S])/(1 + fπ), so a feature whose signal is enriched m_i-fold in S "
+    "is boosted by r_i = (1 + fπm_i)/(1 + fπ) (sims.ansatz.boost).",
+    sizes="all f, π, m (symbolic); 200 seeded points for sims.ansatz.boost",
+)
+def check_boost_formula() -> CheckResult:
+    """E over a two-point mixture (selected / not) symbolically; the numeric boost against it."""
+    f, pi, m, x = sp.symbols("f pi m X", positive=True)
+    x_sel = m * x  # E[X | S] = m E[X]
+    x_rest = (x - pi * x_sel) / (1 - pi)  # so that π E[X|S] + (1 − π) E[X|S^c] = E[X]
+    weighted = (pi * (1 + f) * x_sel + (1 - pi) * x_rest) / (pi * (1 + f) + (1 - pi))
+    r_expr = sp.simplify(weighted / x)
+    res = sp.simplify(r_expr - (1 + f * pi * m) / (1 + f * pi))
+    rng = np.random.default_rng(11)
+    r_num = sp.lambdify((f, pi, m), r_expr, "numpy")
+    worst = 0.0
+    for _ in range(200):
+        fv, pv = int(rng.integers(0, 4)), float(rng.uniform(0.01, 0.99))
+        mv = rng.uniform(0.0, 5.0, 4)
+        want = r_num(fv, pv, mv)
+        worst = max(worst, float(np.max(np.abs(boost(mv, pv, fv) - want))))
+    ok = res == 0 and worst < 1e-14
+    return CheckResult(ok, res if res != 0 else worst, "usage weights 1 + f on S, 1 elsewhere, "
+                       "normalized; f integer >= 0, 0 < π < 1", "symbolic",
+                       f"r = {r_expr}; sims.ansatz.boost vs this expression at 200 seeded "
+                       f"(f, π, m): max gap {worst:.1e}")  # fmt: skip
 
 
 @claim(

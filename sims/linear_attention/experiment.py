@@ -40,6 +40,7 @@ from .data import make_covariance, sample_dataset
 from .measure import entropies, feature_counts, phase_durations
 from .models import AttnSParams, init_params, merged_matrix, output_scale
 from .stats import (
+    Moments,
     ansatz_coefficients,
     eigh_desc,
     empirical_moments,
@@ -47,7 +48,7 @@ from .stats import (
     population_moments,
     saddle_losses,
 )
-from .train import train_runs
+from .train import compile_runs, train_runs
 from .upsampling import (
     FEATURES,
     SELECTIONS,
@@ -238,36 +239,55 @@ class Prepared:
     levels: np.ndarray
 
 
-def prepare_runs(cfg: Figure1Config, *, progress=None) -> Prepared:
-    """Sample every run's covariance, training set, test moments and initialization."""
+def _sample_run(cfg: Figure1Config, r: int, scale: float) -> tuple:
+    """Run ``r``'s covariance, eigenvectors, data, features, moments and test moments."""
+    rs = cfg.seed * 100_003 + r
+    cov = make_covariance(cfg.covariance, cfg.d, seed=rs)
+    data = sample_dataset(
+        cfg.n_examples, cfg.n_context, cov, seed=rs, method=cfg.data_method,
+        anchor_preprocessing=cfg.anchor_preprocessing,
+    )  # fmt: skip
+    z = data.features()
+    if cfg.n_test > 0:
+        test = sample_dataset(max(cfg.n_test, 2), cfg.n_context, cov, seed=rs + 7_919_113)
+        test_mom = empirical_moments(test, scale=scale)
+    else:
+        test_mom = population_moments(cov, cfg.n_context, scale=scale)
+    moments = empirical_moments(data, scale=scale, features=z)
+    return cov, eigh_desc(cov)[1], data, z, moments, test_mom
+
+
+def prepare_runs(cfg: Figure1Config, *, progress=None, pool=None) -> Prepared:
+    """Sample every run's covariance, training set, test moments and initialization.
+
+    Args:
+        cfg: the configuration.
+        progress: a tqdm bar advanced once per run.
+        pool: a ``concurrent.futures`` executor to sample the runs in (numpy releases the GIL
+            while it fills arrays); ``None`` samples them here, one after the other.
+    """
     from threadpoolctl import threadpool_limits
 
     s = output_scale(cfg.scale, cfg.n_context)
-    covs, eigs, datas, zs, moms, test_moms, params = [], [], [], [], [], [], []
     keys = jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.n_runs)
     with threadpool_limits(1):  # skinny numpy matmuls are slower with BLAS threads
+        runs = [pool.submit(_sample_run, cfg, r, s) for r in range(cfg.n_runs)] if pool else None
+        params = [
+            init_params(keys[r], cfg.d, cfg.n_heads, rank=cfg.rank, init_scale=cfg.init_scale)
+            for r in range(cfg.n_runs)
+        ]
+        out: list = [None] * cfg.n_runs
+        for r in reversed(range(cfg.n_runs)):  # the pool samples from the front, this thread
+            if runs is None or runs[r].cancel():  # from the back what the pool has not started
+                out[r] = _sample_run(cfg, r, s)
+                if progress is not None:
+                    progress.update(1)
         for r in range(cfg.n_runs):
-            rs = cfg.seed * 100_003 + r
-            cov = make_covariance(cfg.covariance, cfg.d, seed=rs)
-            data = sample_dataset(
-                cfg.n_examples, cfg.n_context, cov, seed=rs, method=cfg.data_method,
-                anchor_preprocessing=cfg.anchor_preprocessing,
-            )  # fmt: skip
-            covs.append(cov)
-            eigs.append(eigh_desc(cov)[1])
-            datas.append(data)
-            zs.append(data.features())
-            moms.append(empirical_moments(data, scale=s, features=zs[-1]))
-            if cfg.n_test > 0:
-                test = sample_dataset(max(cfg.n_test, 2), cfg.n_context, cov, seed=rs + 7_919_113)
-                test_moms.append(empirical_moments(test, scale=s))
-            else:
-                test_moms.append(population_moments(cov, cfg.n_context, scale=s))
-            params.append(
-                init_params(keys[r], cfg.d, cfg.n_heads, rank=cfg.rank, init_scale=cfg.init_scale)
-            )
-            if progress is not None:
-                progress.update(1)
+            if out[r] is None:
+                out[r] = runs[r].result()
+                if progress is not None:
+                    progress.update(1)
+    covs, eigs, datas, zs, moms, test_moms = (list(x) for x in zip(*out, strict=True))
     return Prepared(
         cfg, s, covs, datas, zs, _stack(moms), _stack(test_moms), _stack(params), np.stack(eigs),
         eigh_desc(covs[0])[0], fixed_point_components(covs[0], cfg.n_context, scale=s),
@@ -275,34 +295,40 @@ def prepare_runs(cfg: Figure1Config, *, progress=None) -> Prepared:
     )  # fmt: skip
 
 
-def _proxy_losses(prep: Prepared) -> np.ndarray:
-    """``(R, P, K)`` per-example losses of the GD proxy at its checkpoints."""
+def _proxy_losses(prep: Prepared, gd=None) -> np.ndarray:
+    """``(R, P, K)`` per-example losses of the GD proxy at its checkpoints.
+
+    The proxy is GD from the same initialization on the same data, i.e. the first
+    ``proxy_budget`` steps of the GD run: its checkpoints are read off ``gd`` (a
+    :class:`~sims.linear_attention.train.TrainResult` run with ``checkpoint_steps``), or, without
+    it, off a GD run of ``proxy_budget`` steps.
+    """
     from threadpoolctl import threadpool_limits
 
     cfg = prep.config
     ckpts = cfg.checkpoint_steps()
-    every = int(np.gcd.reduce(ckpts))
-    proxy = train_runs(
-        prep.params0, prep.moments, int(ckpts[-1]) + 1, optimizer="gd",
-        learning_rate=cfg.learning_rate, record_every=every, log_every=every,
-        raise_on_failure=False,
-    )  # fmt: skip
-    idx = np.searchsorted(proxy.ds.snapshot_step.values, ckpts)
-    out = []
+    if gd is None or "checkpoint_v" not in gd.ds:
+        gd = train_runs(
+            prep.params0, prep.moments, int(ckpts[-1]), optimizer="gd",
+            learning_rate=cfg.learning_rate, record_every=int(ckpts[-1]),
+            log_every=int(ckpts[-1]), raise_on_failure=False, checkpoint_steps=ckpts,
+        )  # fmt: skip
+    have = gd.ds.checkpoint_step.values
+    if not np.all(np.isin(ckpts, have)):
+        raise ValueError(
+            f"`gd` holds checkpoints {have.tolist()}; the proxy needs {ckpts.tolist()}."
+        )
+    ds = gd.ds.isel(checkpoint=np.searchsorted(have, ckpts))
+    pk = AttnSParams(*(jnp.asarray(ds[f"checkpoint_{n}"].values) for n in ("v", "k", "q")))
+    mats = np.asarray(merged_matrix(pk))  # (R, K, d, d)
     with threadpool_limits(1):
-        for r in range(cfg.n_runs):
-            pk = AttnSParams(
-                jnp.asarray(proxy.ds.v.values[r, idx]),
-                jnp.asarray(proxy.ds.k.values[r, idx]),
-                jnp.asarray(proxy.ds.q.values[r, idx]),
-            )
-            mats = np.asarray(jax.vmap(merged_matrix)(pk))  # (K, d, d)
-            out.append(checkpoint_losses(mats, prep.datas[r], scale=prep.scale,
-                                         features=prep.features[r]))  # fmt: skip
-    return np.stack(out)
+        return np.stack([
+            checkpoint_losses(mats[r], prep.datas[r], scale=prep.scale, features=prep.features[r])
+            for r in range(cfg.n_runs)
+        ])  # fmt: skip
 
 
-def select(prep: Prepared, cfg: Figure1Config | None = None, *, losses=None) -> dict:
+def select(prep: Prepared, cfg: Figure1Config | None = None, *, losses=None, pool=None) -> dict:
     """Upsampling selection of every run: weights, weighted moments and the selection report.
 
     Args:
@@ -310,6 +336,8 @@ def select(prep: Prepared, cfg: Figure1Config | None = None, *, losses=None) -> 
         cfg: selection settings (``selection``, ``cluster_features``, ``upsample_factor``,
             ``kmeans_n_init``; default ``prep.config``).
         losses: precomputed proxy losses ``(R, P, K)`` (reused across selections).
+        pool: a ``concurrent.futures`` executor to select the runs in (numpy releases the GIL
+            in the k-means' products); ``None`` selects them here, one after the other.
 
     Returns:
         dict with ``weights`` (list of ``(P,)``), ``moments`` (stacked weighted moments),
@@ -324,46 +352,80 @@ def select(prep: Prepared, cfg: Figure1Config | None = None, *, losses=None) -> 
     scores = None
     if cfg.selection == "condition":
         scores = np.stack([condition_scores(d) for d in prep.datas])
-    ups = select_batched(
-        losses, cfg.seed * 1000 + np.arange(cfg.n_runs), selection=cfg.selection,
-        factor=cfg.upsample_factor, features=cfg.cluster_features, n_init=cfg.kmeans_n_init,
-        scores=scores,
-    )  # fmt: skip
-    weights = [u.weights for u in ups]
-    reports, moms, ratios = [], [], []
+    seeds = cfg.seed * 1000 + np.arange(cfg.n_runs)
+
+    def one(r):
+        up = select_batched(
+            losses[r : r + 1], seeds[r : r + 1], selection=cfg.selection,
+            factor=cfg.upsample_factor, features=cfg.cluster_features, n_init=cfg.kmeans_n_init,
+            scores=None if scores is None else scores[r : r + 1],
+        )[0]  # fmt: skip
+        rep = selection_report(prep.datas[r], up.selected, factor=cfg.upsample_factor)
+        m_w = empirical_moments(prep.datas[r], up.weights, scale=prep.scale,
+                                features=prep.features[r])  # fmt: skip
+        base = type(m_w)(*(np.asarray(x)[r] for x in prep.moments))
+        ratio = (ansatz_coefficients(m_w, prep.eigvecs[r])[0]
+                 / ansatz_coefficients(base, prep.eigvecs[r])[0])  # fmt: skip
+        return up, rep, m_w, ratio
+
     with threadpool_limits(1):
-        for r in range(cfg.n_runs):
-            reports.append(
-                selection_report(prep.datas[r], ups[r].selected, factor=cfg.upsample_factor)
-            )
-            m_w = empirical_moments(prep.datas[r], weights[r], scale=prep.scale,
-                                    features=prep.features[r])  # fmt: skip
-            moms.append(m_w)
-            base = type(m_w)(*(np.asarray(x)[r] for x in prep.moments))
-            ratios.append(
-                ansatz_coefficients(m_w, prep.eigvecs[r])[0]
-                / ansatz_coefficients(base, prep.eigvecs[r])[0]
-            )
+        runs = list(pool.map(one, range(cfg.n_runs)) if pool else map(one, range(cfg.n_runs)))
+    ups, reports, moms, ratios = (list(x) for x in zip(*runs, strict=True))
     report = {k: np.array([rep[k] for rep in reports]) for k in reports[0]}
     report["hard_fraction"] = np.array([u.cluster.hard_fraction for u in ups])
     report["sigma_ratio"] = np.array(ratios)
-    return {"weights": weights, "moments": _stack(moms), "losses": losses, "results": ups,
-            "report": report}  # fmt: skip
+    return {"weights": [u.weights for u in ups], "moments": _stack(moms), "losses": losses,
+            "results": ups, "report": report}  # fmt: skip
 
 
-def _train_method(prep: Prepared, name: str, moments, *, lr_factor: float | np.ndarray = 1.0):
+def _program(name: str, share_sam: bool) -> str:
+    """The compiled program (optimizer) that runs method ``name``.
+
+    With ``share_sam`` (SAM runs anyway) the GD methods run SAM's program at ``ρ = 0``: its
+    perturbation is ``0·g``, so the trajectory is GD's bit for bit (tested), and one compilation
+    (~1 s) serves all three paper methods, at twice the gradient cost per GD step.
+    """
+    optimizer = METHODS[name][0]
+    return "sam" if optimizer == "gd" and share_sam else optimizer
+
+
+def _method_kwargs(prep: Prepared, name: str, moments, lr_factor=1.0, *,
+                   share_sam: bool = False) -> dict:  # fmt: skip
+    """:func:`train_runs` arguments of method ``name`` (also what :func:`_compile` compiles)."""
     cfg = prep.config
-    optimizer, _, uses_rho = METHODS[name]
+    _, _, uses_rho = METHODS[name]
     mids = 0.5 * (prep.levels[:-1] + prep.levels[1:])
-    return train_runs(
-        prep.params0, moments, cfg.num_steps, optimizer=optimizer,
+    return dict(
+        params0=prep.params0, moments=moments, num_steps=cfg.num_steps,
+        optimizer=_program(name, share_sam),
         learning_rate=cfg.learning_rate * np.asarray(lr_factor),
         rho=cfg.rho if uses_rho else 0.0, test_moments=prep.test_moments,
         eigvecs=prep.eigvecs, record_every=_record_every(cfg.num_steps, cfg.log_every),
-        log_every=cfg.log_every,
-        component_targets=cfg.fraction * prep.fixed_point, loss_levels=mids,
-        raise_on_failure=False,
+        log_every=cfg.log_every, component_targets=cfg.fraction * prep.fixed_point,
+        loss_levels=mids, checkpoint_steps=cfg.checkpoint_steps(),
     )  # fmt: skip
+
+
+def _train_method(prep: Prepared, name: str, moments, *, lr_factor: float | np.ndarray = 1.0,
+                  share_sam: bool = False):  # fmt: skip
+    """Train every run with method ``name`` (GD runs also keep the proxy's checkpoints)."""
+    kwargs = _method_kwargs(prep, name, moments, lr_factor, share_sam=share_sam)
+    return train_runs(**kwargs, raise_on_failure=False)
+
+
+def _compile(cfg: Figure1Config, name: str, share_sam: bool = False) -> float:
+    """Compile method ``name``'s program for ``cfg``'s shapes (zeros stand in for the data)."""
+    t0 = time.perf_counter()
+    r, d, dd = cfg.n_runs, cfg.d, cfg.d * cfg.d
+    moments = Moments(np.zeros(r), np.zeros((r, dd)), np.zeros((r, dd, dd)))
+    zeros = jnp.zeros((r, cfg.n_heads, cfg.rank, d))
+    stub = Prepared(
+        cfg, 1.0, [], [], [], moments, moments, AttnSParams(jnp.zeros((r, cfg.n_heads)), zeros,
+                                                            zeros),
+        np.zeros((r, d, d)), np.zeros(d), np.zeros(d), np.zeros(d + 1),
+    )  # fmt: skip
+    compile_runs(**_method_kwargs(stub, name, moments, share_sam=share_sam))
+    return time.perf_counter() - t0
 
 
 def _record_every(num_steps: int, log_every: int, n_snapshots: int = 20) -> int:
@@ -379,12 +441,20 @@ def _record_every(num_steps: int, log_every: int, n_snapshots: int = 20) -> int:
 def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = False) -> xr.Dataset:
     """Run the paired experiment and return an ``xr.Dataset``.
 
+    Work overlaps on two threads (JAX and numpy release the GIL): every optimizer's program
+    compiles while the data are sampled; the methods that do not depend on the selection (SAM
+    and its variants) train while GD runs, its checkpoints give the proxy's losses (the proxy
+    *is* the first ``proxy_budget`` GD steps), k-means selects and GD + upsampling trains.
+    Results do not depend on the scheduling.
+
     Returns:
         Dataset with dims ``method, run, step (stored every log_every), feature, level,
         horizon`` holding the test/train loss curves, eigen-components, learning and drop times,
         losses and feature counts at both horizons, the selection report and reference levels;
-        config, timings and status in ``attrs``.
+        config, timings (wall seconds per stage; stages overlap) and status in ``attrs``.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from tqdm.auto import tqdm
 
     cfg = config
@@ -393,22 +463,45 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
     methods = cfg.run_methods
     bar = tqdm(total=cfg.n_runs + 1 + len(methods), desc="figure1", disable=not progress,
                leave=False)  # fmt: skip
-    prep = prepare_runs(cfg, progress=bar)
-    timings["data_s"] = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    sel = select(prep)
-    bar.update(1)
-    timings["select_s"] = time.perf_counter() - t1
-    boost = sel["report"]["sigma_ratio"].mean(axis=1)  # (R,) mean signal boost of the selection
-    results = {}
-    for m in methods:
+
+    def timed(name, fn, *args, **kwargs):
         t1 = time.perf_counter()
-        moments = sel["moments"] if METHODS[m][1] == "upsampled" else prep.moments
-        factor = boost if m == "gd_lr_matched" else 1.0
-        results[m] = _train_method(prep, m, moments, lr_factor=factor)
-        timings[f"train_{m}_s"] = time.perf_counter() - t1
+        out = fn(*args, **kwargs)
+        timings[name] = time.perf_counter() - t1
+        return out
+
+    # selection-free methods (SAM and variants) run beside GD -> select -> GD + upsampling
+    background = [m for m in methods if METHODS[m][1] == "train" and METHODS[m][0] != "gd"]
+    share = "sam" in methods
+    programs = {_program(m, share): m for m in reversed(methods)}  # one compile per program
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        compiling = [pool.submit(_compile, cfg, m, share) for m in programs.values()]
+        prep = timed("data_s", prepare_runs, cfg, progress=bar, pool=pool)
+        later = {m: pool.submit(timed, f"train_{m}_s", _train_method, prep, m, prep.moments,
+                                share_sam=share) for m in background}  # fmt: skip
+        results = {"gd": timed("train_gd_s", _train_method, prep, "gd", prep.moments,
+                               share_sam=share)}  # fmt: skip
         bar.update(1)
+        t1 = time.perf_counter()
+        sel = select(prep, losses=_proxy_losses(prep, results["gd"]), pool=pool)
+        timings["select_s"] = time.perf_counter() - t1
+        bar.update(1)
+        boost = sel["report"]["sigma_ratio"].mean(axis=1)  # (R,) mean signal boost of selection
+        for m in methods:
+            if m == "gd" or m in background:
+                continue
+            moments = sel["moments"] if METHODS[m][1] == "upsampled" else prep.moments
+            factor = boost if m == "gd_lr_matched" else 1.0
+            results[m] = timed(f"train_{m}_s", _train_method, prep, m, moments, lr_factor=factor,
+                               share_sam=share)  # fmt: skip
+            bar.update(1)
+        for m, fut in later.items():
+            results[m] = fut.result()
+            bar.update(1)
+        for fut in compiling:
+            fut.result()  # surfaces a compilation error
     bar.close()
+    results = {m: results[m] for m in methods}
     timings["total_s"] = time.perf_counter() - t0
     ds = _assemble(prep, results, sel["report"], boost)
     statuses = {m: results[m].status for m in methods}
@@ -583,10 +676,12 @@ def format_summary(summary: dict) -> str:
             f"{'test loss median':>16s} {'mean':>8s} {'IQR':>19s} {'entropy(all t_i)':>16s}")
     lines.append(head)
     lines.append("-" * len(head))
+    hz = summary["horizons"]
+    horizons = ("paper",) if hz["paper"] == hz["long"] else ("paper", "long")  # one row if equal
     for m, row in summary.items():
         if not isinstance(row, dict) or not isinstance(row.get("paper"), dict):
             continue
-        for h in ("paper", "long"):
+        for h in horizons:
             r = row[h]
             tl, en = r["test_loss"], r["entropy_all_features"]
             ent = f"{en['median']:.4f} (n={en['n']})" if en["n"] else "n/a (n=0)"

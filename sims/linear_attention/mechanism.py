@@ -1,10 +1,11 @@
 """Why SAM learns the features of ATTN_S more uniformly: measurements against the theory.
 
-The theory is :mod:`theory.sam_saddle`: SAM's perturbation is normalized by the *global*
-gradient norm, so the heads share one radius in proportion to their gradient and the head that
-dominates the gradient absorbs the slow-down. This module measures it in the full model:
+The theory is :mod:`theory.sam_saddle` (its numbers are :mod:`sims.ansatz`): SAM's perturbation
+is normalized by the *global* gradient norm, so the heads share one radius in proportion to their
+gradient and the head that dominates the gradient absorbs the slow-down. This module measures it
+in the full model:
 
-* :func:`predict_from_gd` — the reduced model of :mod:`theory.sam_saddle` calibrated on each
+* :func:`predict_from_gd` — the reduced model of :mod:`sims.ansatz` calibrated on each
   simulated GD run (each feature's effective start ``ε_i`` is the one whose ansatz GD time
   equals the run's GD learning time; the coefficients ``σ_i, κ_i`` are the run's own training
   moments), then run under exact / first-order / head-wise SAM. No free parameter.
@@ -29,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from theory.sam_saddle import ansatz_gd_time, calibrate_start, reduced_map, time_entropy
+from sims.ansatz import ansatz_gd_time, calibrate_start, reduced_map, time_entropy
 
 from .data import make_covariance
 from .models import AttnSParams, ansatz_params

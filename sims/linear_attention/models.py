@@ -72,11 +72,14 @@ def output_scale(scale: Literal["paper", "anchor"] | float, n_context: int) -> f
 
 
 def merged_matrix(params: AttnSParams | AttnMParams) -> Float[Array, "d d"]:  # noqa: F722
-    """``M = Σ_h v_h K_hᵀ Q_h`` (ATTN_S) or ``Σ_h v_h U_h`` (ATTN_M), so that ``ŷ = βᵀ M x_q``."""
+    """``M = Σ_h v_h K_hᵀ Q_h`` (ATTN_S) or ``Σ_h v_h U_h`` (ATTN_M), so that ``ŷ = βᵀ M x_q``.
+
+    Leading batch axes (runs, checkpoints) broadcast: ``v (..., H)`` gives ``M (..., d, d)``.
+    """
     if isinstance(params, AttnSParams):
-        return jnp.einsum("h,hri,hrj->ij", params.v, params.k, params.q)  # (d, d)
+        return jnp.einsum("...h,...hri,...hrj->...ij", params.v, params.k, params.q)  # (..., d, d)
     if isinstance(params, AttnMParams):
-        return jnp.einsum("h,hij->ij", params.v, params.u)  # (d, d)
+        return jnp.einsum("...h,...hij->...ij", params.v, params.u)  # (..., d, d)
     raise TypeError(f"`params` must be AttnSParams or AttnMParams; got {type(params).__name__}.")
 
 

@@ -241,7 +241,7 @@ def plot_mechanism(analysis, escape, path: str | os.PathLike | None = None, *, f
     """
     import matplotlib.pyplot as plt
 
-    from theory.sam_saddle import figure1_ansatz
+    from sims.ansatz import figure1_ansatz
 
     fig, axes = plt.subplots(2, 3, figsize=(16, 9), constrained_layout=True)
     methods = [m for m in ("sam", "sam_flow", "sam_headwise") if m in analysis.method.values]

@@ -28,10 +28,15 @@ import time
 import numpy as np
 import xarray as xr
 
-from theory.sam_saddle import ansatz_gd_time, calibrate_start, time_entropy
-from theory.upsampling import condition_holds
+from sims.ansatz import (
+    ansatz_gd_time,
+    calibrate_start,
+    condition_holds,
+    entropy_change,
+    time_entropy,
+)
 
-from .experiment import Figure1Config, _train_method, prepare_runs, select
+from .experiment import Figure1Config, _proxy_losses, _train_method, prepare_runs, select
 from .measure import feature_counts
 from .stats import ansatz_coefficients
 
@@ -91,7 +96,8 @@ def run_upsampling_study(cfg: StudyConfig = StudyConfig(), *, progress: bool = F
     bar = tqdm(total=base.n_runs + len(cfg.selections) + len(kinds), desc="upsampling study",
                disable=not progress, leave=False)  # fmt: skip
     prep = prepare_runs(base, progress=bar)
-    losses = None
+    results = {"gd": _train_method(prep, "gd", prep.moments)}  # its checkpoints are the proxy's
+    losses = _proxy_losses(prep, results["gd"])
     sels = {}
     for name in cfg.selections:
         selection, feats = SELECTION_VARIANTS[name]
@@ -100,13 +106,10 @@ def run_upsampling_study(cfg: StudyConfig = StudyConfig(), *, progress: bool = F
         losses = sels[name]["losses"]
         bar.update(1)
     boost_mean = sels["hard"]["report"]["sigma_ratio"].mean(1) if "hard" in sels else None
-    results = {}
-    for k in kinds:
-        if k == "gd":
-            results[k] = _train_method(prep, "gd", prep.moments)
-        elif k == "gd_lr_matched":
+    for k in kinds:  # GD itself ran above
+        if k == "gd_lr_matched":
             results[k] = _train_method(prep, "gd", prep.moments, lr_factor=boost_mean)
-        else:
+        elif k != "gd":
             results[k] = _train_method(prep, "gd_upsample", sels[k]["moments"])
         bar.update(1)
     bar.close()
@@ -145,8 +148,7 @@ def run_upsampling_study(cfg: StudyConfig = StudyConfig(), *, progress: bool = F
             t[ok] = ansatz_gd_time(sw[ok], kw[ok], eps[ok], np.broadcast_to(thr, sw.shape)[ok])
         pred_t.append(t / (2 * eta))
         pred_dh.append(time_entropy(t) - time_entropy(lt[0]))
-        r_boost = sels[s]["report"]["sigma_ratio"]
-        pred_dh_boost.append(time_entropy(lt[0] / r_boost) - time_entropy(lt[0]))
+        pred_dh_boost.append(entropy_change(lt[0], sels[s]["report"]["sigma_ratio"]))
     data.update({
         "learning_time": (("run_kind", "run", "feature"), lt),
         "entropy": (("run_kind", "run"), time_entropy(lt)),

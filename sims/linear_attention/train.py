@@ -19,8 +19,10 @@ of its trajectory is NaN); :func:`train_runs` then reports the step and paramete
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
+import threading
 from typing import Literal
 
 import jax
@@ -33,7 +35,14 @@ from .models import AttnMParams, AttnSParams, merged_matrix
 from .sam_variants import METHODS
 from .stats import Moments, loss
 
-__all__ = ["TrainResult", "TrainingDivergedError", "train_runs", "train", "integrate_flow"]
+__all__ = [
+    "TrainResult",
+    "TrainingDivergedError",
+    "train_runs",
+    "compile_runs",
+    "train",
+    "integrate_flow",
+]
 
 
 class TrainingDivergedError(ValueError):
@@ -91,14 +100,19 @@ def _compiled(optimizer: str, num_steps: int, record_every: int, log_every: int,
     logs_per_rec = record_every // log_every
     n_rec = -(-num_steps // record_every)
 
-    def run(params0, moments, test_moments, eigvecs, lr, rho, comp_thr, loss_thr):
+    def run(params0, moments, test_moments, eigvecs, lr, rho, comp_thr, loss_thr, ckpt_steps):
         loss_fn = functools.partial(_loss, moments=moments)
         grad_fn = jax.grad(loss_fn)
         opt = METHODS[optimizer](lr, rho)
         state0 = opt.init(params0)
 
         def step(carry, t):
-            params, state, ok, fail_step, fail_leaf, hit_c, hit_l, last = carry
+            params, state, ok, fail_step, fail_leaf, hit_c, hit_l, last, ckpt = carry
+            # parameters w_t at the requested steps (before step t's update)
+            at = t == ckpt_steps  # (K,)
+            ckpt = jax.tree_util.tree_map(
+                lambda c, p: jnp.where(at.reshape((-1,) + (1,) * p.ndim), p[None], c), ckpt, params
+            )
             value, grads = jax.value_and_grad(loss_fn)(params)
             test_value = _loss(params, test_moments)
             m = merged_matrix(params)
@@ -133,7 +147,7 @@ def _compiled(optimizer: str, num_steps: int, record_every: int, log_every: int,
                 jnp.where(rec_ok, comp, nan),
                 jnp.where(rec_ok, optax.tree.norm(grads), nan),
             )
-            return (params, state, ok, fail_step, fail_leaf, hit_c, hit_l, last), out
+            return (params, state, ok, fail_step, fail_leaf, hit_c, hit_l, last, ckpt), out
 
         def log_block(carry, b):
             carry, outs = jax.lax.scan(step, carry, b * log_every + jnp.arange(log_every))
@@ -146,21 +160,61 @@ def _compiled(optimizer: str, num_steps: int, record_every: int, log_every: int,
             return carry, (outs, snap)
 
         d = comp_thr.shape[0]
+        ckpt0 = jax.tree_util.tree_map(
+            lambda p: jnp.full((ckpt_steps.shape[0],) + p.shape, jnp.nan), params0
+        )
         carry0 = (
             params0, state0, jnp.array(True), jnp.array(-1), jnp.array(0),
-            jnp.full(d, -1), jnp.full(loss_thr.shape[0], -1), jnp.full(2, jnp.nan),
+            jnp.full(d, -1), jnp.full(loss_thr.shape[0], -1), jnp.full(2, jnp.nan), ckpt0,
         )  # fmt: skip
         carry, (outs, snaps) = jax.lax.scan(rec_block, carry0, jnp.arange(n_rec))
-        params_final, _, ok, fail_step, fail_leaf, hit_c, hit_l, last = carry
+        params_final, _, ok, fail_step, fail_leaf, hit_c, hit_l, last, ckpt = carry
+        at_end = ckpt_steps == num_steps  # w_{num_steps}: the final parameters
+        ckpt = jax.tree_util.tree_map(
+            lambda c, p: jnp.where(at_end.reshape((-1,) + (1,) * p.ndim), p[None], c),
+            ckpt, params_final,
+        )  # fmt: skip
         n_log = n_rec * logs_per_rec
         train_l, test_l, comp, gnorm = (o.reshape((n_log,) + o.shape[2:]) for o in outs)
         n_keep = -(-num_steps // log_every)
         return (
             train_l[:n_keep], test_l[:n_keep], comp[:n_keep], gnorm[:n_keep], snaps,
-            params_final, ok, fail_step, fail_leaf, hit_c, hit_l, last,
+            params_final, ok, fail_step, fail_leaf, hit_c, hit_l, last, ckpt,
         )  # fmt: skip
 
-    return jax.jit(jax.vmap(run))
+    return jax.jit(jax.vmap(run, in_axes=(0, 0, 0, 0, 0, 0, 0, 0, None)))
+
+
+#: Compiled executables by (static configuration, argument shapes); see :func:`compile_runs`.
+_EXECUTABLES: dict[tuple, concurrent.futures.Future] = {}
+_EXECUTABLES_LOCK = threading.Lock()
+
+
+def _executable(static: tuple, args: tuple):
+    """The compiled program of ``_compiled(*static)`` for ``args``' shapes (compiled once).
+
+    Ahead-of-time compilation (``lower(...).compile()``) keyed by the static configuration and
+    the argument shapes, shared between threads: a second caller waits for the first one's
+    compilation instead of repeating it (so :func:`compile_runs` in a background thread
+    overlaps the compilation with other work, e.g. sampling the data).
+    """
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    key = (static, tree, tuple((tuple(x.shape), str(x.dtype)) for x in leaves))
+    with _EXECUTABLES_LOCK:
+        fut = _EXECUTABLES.get(key)
+        owner = fut is None
+        if owner:
+            fut = _EXECUTABLES[key] = concurrent.futures.Future()
+            while len(_EXECUTABLES) > 32:  # bounded, like _compiled's cache
+                _EXECUTABLES.pop(next(iter(_EXECUTABLES)))
+    if owner:
+        try:
+            fut.set_result(_compiled(*static).lower(*args).compile())
+        except BaseException as err:
+            fut.set_exception(err)
+            with _EXECUTABLES_LOCK:
+                _EXECUTABLES.pop(key, None)
+    return fut.result()
 
 
 def _loss(params, moments):
@@ -210,6 +264,7 @@ def train_runs(
     loss_levels=None,
     raise_on_failure: bool = True,
     attrs: dict | None = None,
+    checkpoint_steps=None,
 ) -> TrainResult:
     """Train ``R`` runs at once (``vmap`` over runs, ``lax.scan`` over steps).
 
@@ -234,6 +289,10 @@ def train_runs(
             first step at which the *test* loss is ``<= level`` (-1: never). Default: none.
         raise_on_failure: raise :class:`TrainingDivergedError` on a non-finite value.
         attrs: extra config stored in ``ds.attrs``.
+        checkpoint_steps: steps ``s`` (``0 <= s <= num_steps``) at which to keep the parameters
+            ``w_s`` (after ``s`` updates): ``checkpoint_v``, ``checkpoint_k``, ... with dims
+            ``(run, checkpoint, ...)``, at any step whatever ``record_every`` (the upsampling
+            proxy's checkpoints are read off the GD run this way).
 
     Returns:
         A :class:`TrainResult`.
@@ -242,6 +301,38 @@ def train_runs(
         ValueError, TypeError: on bad shapes or values (before any tracing).
         TrainingDivergedError: on divergence when ``raise_on_failure``.
     """
+    static, args = _train_args(
+        params0, moments, num_steps, optimizer=optimizer, learning_rate=learning_rate, rho=rho,
+        test_moments=test_moments, eigvecs=eigvecs, record_every=record_every,
+        log_every=log_every, component_targets=component_targets, loss_levels=loss_levels,
+        checkpoint_steps=checkpoint_steps,
+    )  # fmt: skip
+    out = jax.device_get(_executable(static, args)(*args))
+    return _package(
+        args[0], *out, num_steps=int(num_steps), record_every=int(record_every),
+        log_every=int(log_every), optimizer=optimizer, lr=np.asarray(args[4]),
+        rho=np.asarray(args[5]), raise_on_failure=raise_on_failure, attrs=attrs or {},
+        checkpoint_steps=np.asarray(args[8]),
+    )  # fmt: skip
+
+
+def compile_runs(params0, moments: Moments, num_steps: int, **kwargs) -> None:
+    """Compile :func:`train_runs`' program for these arguments without running it.
+
+    Takes :func:`train_runs`' arguments (only their shapes and the static settings matter: zeros
+    of the right shapes will do). Thread-safe: call it in a background thread to overlap the
+    ~1 s compilation with other work; a later :func:`train_runs` with the same settings and
+    shapes reuses the program (or waits for it).
+    """
+    kwargs.pop("raise_on_failure", None)
+    kwargs.pop("attrs", None)
+    _executable(*_train_args(params0, moments, num_steps, **kwargs))
+
+
+def _train_args(params0, moments, num_steps, *, optimizer="gd", learning_rate=0.02, rho=0.0,
+                test_moments=None, eigvecs=None, record_every=100, log_every=1,
+                component_targets=None, loss_levels=None, checkpoint_steps=None):  # fmt: skip
+    """Validate :func:`train_runs`' arguments; return its static settings and array arguments."""
     if not isinstance(params0, (AttnSParams, AttnMParams)):
         raise TypeError(
             f"`params0` must be AttnSParams or AttnMParams; got {type(params0).__name__}."
@@ -290,14 +381,16 @@ def train_runs(
 
     comp_thr = _levels(component_targets, n_runs, d, "component_targets", np.inf)
     loss_thr = _levels(loss_levels, n_runs, None, "loss_levels", -np.inf)
-    fn = _compiled(optimizer, int(num_steps), int(record_every), int(log_every), type(params0))
-    out = fn(params0, moments, test_moments, e, lr, rho_arr, comp_thr, loss_thr)
-    out = jax.device_get(out)
-    return _package(
-        params0, *out, num_steps=int(num_steps), record_every=int(record_every),
-        log_every=int(log_every), optimizer=optimizer, lr=np.asarray(lr),
-        rho=np.asarray(rho_arr), raise_on_failure=raise_on_failure, attrs=attrs or {},
-    )  # fmt: skip
+    steps = np.asarray([] if checkpoint_steps is None else checkpoint_steps)
+    if steps.ndim != 1 or (steps.size and (steps.dtype.kind not in "iu" or steps.min() < 0
+                                           or steps.max() > num_steps)):  # fmt: skip
+        raise ValueError(
+            f"`checkpoint_steps` must be integer steps in [0, num_steps={num_steps}]; got "
+            f"{steps.tolist()}."
+        )
+    ckpt = jnp.asarray(steps, dtype=jnp.int64)
+    static = (optimizer, int(num_steps), int(record_every), int(log_every), type(params0))
+    return static, (params0, moments, test_moments, e, lr, rho_arr, comp_thr, loss_thr, ckpt)
 
 
 def _levels(x, n_runs: int, width: int | None, name: str, fill: float):
@@ -316,8 +409,8 @@ def _levels(x, n_runs: int, width: int | None, name: str, fill: float):
 
 
 def _package(params0, train_l, test_l, comp, gnorm, snaps, pfinal, ok, fail_step, fail_leaf, hit_c,
-             hit_l, last, *, num_steps, record_every, log_every, optimizer, lr, rho,
-             raise_on_failure, attrs):  # fmt: skip
+             hit_l, last, ckpt, *, num_steps, record_every, log_every, optimizer, lr, rho,
+             raise_on_failure, attrs, checkpoint_steps):  # fmt: skip
     n_runs, n_heads = params0.v.shape
     d = comp.shape[-1]
     snap_steps = np.arange(snaps.v.shape[1]) * record_every
@@ -351,6 +444,12 @@ def _package(params0, train_l, test_l, comp, gnorm, snaps, pfinal, ok, fail_step
     else:
         data["u"] = (("run", "snapshot", "head", "dim", "dim2"), np.asarray(snaps.u))
         data["final_u"] = (("run", "head", "dim", "dim2"), np.asarray(pfinal.u))
+    if checkpoint_steps.size:
+        extra = {"v": ("head",), "k": ("head", "rank", "dim"), "q": ("head", "rank", "dim"),
+                 "u": ("head", "dim", "dim2")}  # fmt: skip
+        for name, leaf in zip(_leaf_names(params0), ckpt, strict=True):
+            data[f"checkpoint_{name}"] = (("run", "checkpoint", *extra[name]), np.asarray(leaf))
+        coords["checkpoint_step"] = ("checkpoint", checkpoint_steps.astype(int))
     n_completed = np.where(ok, num_steps, fail_step).astype(int)
     data["n_completed"] = (("run",), n_completed)
     ds = xr.Dataset(data, coords=coords)

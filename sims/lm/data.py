@@ -32,7 +32,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CorpusConfig", "Corpus", "make_corpus", "batch_indices", "zipf_weights"]
+__all__ = [
+    "CorpusConfig",
+    "Corpus",
+    "make_corpus",
+    "batch_indices",
+    "zipf_weights",
+    "hmm_parameters",
+    "hmm_predictive_nll",
+]
 
 _KINDS = ("hmm", "zipf", "text")
 
@@ -122,13 +130,52 @@ def _sample_rows(rng: np.random.Generator, probs: np.ndarray) -> np.ndarray:
     return np.minimum((u > cdf).sum(-1), probs.shape[-1] - 1)
 
 
-def _hmm(cfg: CorpusConfig) -> Corpus:
-    rng = np.random.default_rng([cfg.seed, 1])
-    K, V, T1 = cfg.n_states, cfg.vocab_size, cfg.seq_len + 1
+def hmm_parameters(cfg: CorpusConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The ``"hmm"`` corpus's transition matrix ``A (K, K)`` and emissions ``B (K, V)``.
+
+    ``A = s I + (1 − s) D`` (``s`` = stickiness, ``D`` rows Dirichlet(1)), row-stochastic
+    (``A[i, j] = p(state_{t+1} = j | state_t = i)``); ``B[k]`` is the Zipf law over state ``k``'s
+    own permutation of the vocabulary. Deterministic in ``cfg.seed``; the initial state is
+    uniform.
+    """
+    return _hmm_parameters(np.random.default_rng([cfg.seed, 1]), cfg)
+
+
+def _hmm_parameters(rng: np.random.Generator, cfg: CorpusConfig):
+    K, V = cfg.n_states, cfg.vocab_size
     off = rng.dirichlet(np.ones(K), size=K)
     A = cfg.stickiness * np.eye(K) + (1 - cfg.stickiness) * off  # (K, K) row-stochastic
     z = zipf_weights(V, cfg.zipf_exponent)
     B = np.stack([z[np.argsort(rng.permutation(V))] for _ in range(K)])  # (K, V)
+    return A, B
+
+
+def hmm_predictive_nll(seqs, A, B, init=None) -> float:
+    """Mean next-token NLL of the Bayes-optimal predictor given the whole past (forward algorithm).
+
+    ``−(1/(n T)) Σ log p(x_t | x_{<t})`` over the targets ``t = 1..T`` of ``seqs (n, T + 1)``
+    under the HMM ``(A, B)`` (``A`` row-stochastic, ``A[i, j] = p(j | i)``) started from
+    ``init`` (default uniform).
+    """
+    seqs = np.asarray(seqs)
+    K = A.shape[0]
+    alpha = np.full((len(seqs), K), 1.0 / K) if init is None else np.tile(init, (len(seqs), 1))
+    alpha = alpha * B[:, seqs[:, 0]].T
+    alpha /= alpha.sum(-1, keepdims=True)
+    nll = 0.0
+    for t in range(1, seqs.shape[1]):
+        prior = alpha @ A  # p(state_t | x_<t)
+        pred = prior * B[:, seqs[:, t]].T  # (n, K)
+        p_tok = pred.sum(-1)
+        nll -= np.log(p_tok).sum()
+        alpha = pred / p_tok[:, None]
+    return float(nll / (len(seqs) * (seqs.shape[1] - 1)))
+
+
+def _hmm(cfg: CorpusConfig) -> Corpus:
+    rng = np.random.default_rng([cfg.seed, 1])
+    A, B = _hmm_parameters(rng, cfg)  # the same stream then samples the sequences
+    K, T1 = cfg.n_states, cfg.seq_len + 1
     n = cfg.n_train + cfg.n_val
     states = rng.integers(0, K, n)  # uniform initial state
     seqs = np.empty((n, T1), dtype=np.int64)
@@ -136,19 +183,8 @@ def _hmm(cfg: CorpusConfig) -> Corpus:
         seqs[:, t] = _sample_rows(rng, B[states])
         states = _sample_rows(rng, A[states])
     val = seqs[cfg.n_train :]
-    # exact predictive NLL by the forward algorithm on the validation targets (positions 1..T)
-    alpha = np.full((len(val), K), 1.0 / K)
-    alpha = alpha * B[:, val[:, 0]].T
-    alpha /= alpha.sum(-1, keepdims=True)
-    nll = 0.0
-    for t in range(1, T1):
-        prior = alpha @ A  # p(state_t | x_<t)
-        pred = prior * B[:, val[:, t]].T  # (n_val, K)
-        p_tok = pred.sum(-1)
-        nll -= np.log(p_tok).sum()
-        alpha = pred / p_tok[:, None]
-    bayes = nll / (len(val) * (T1 - 1))
-    return Corpus(cfg, seqs[: cfg.n_train], val, V, float(bayes))
+    bayes = hmm_predictive_nll(val, A, B)  # exact, on the validation targets (positions 1..T)
+    return Corpus(cfg, seqs[: cfg.n_train], val, cfg.vocab_size, bayes)
 
 
 def _zipf_chain(cfg: CorpusConfig) -> Corpus:

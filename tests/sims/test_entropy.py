@@ -134,6 +134,13 @@ def test_lorenz_dominance_iff_majorization(xy):
     assert lx[0] == 0 and lx[-1] == pytest.approx(1.0)
     assert np.all(np.diff(lx, 2) <= 1e-12)  # concave: largest shares first
     assert bool(np.all(lx >= ly - 1e-12)) == majorizes(normalize(x), normalize(y), atol=1e-12)
+    np.testing.assert_allclose(fx, np.arange(len(x) + 1) / len(x), rtol=1e-15)
+
+
+def test_lorenz_curve_by_hand():
+    frac, cum = lorenz_curve([1.0, 3.0, 0.0, 4.0])  # shares 0.5, 0.375, 0.125, 0
+    np.testing.assert_allclose(frac, [0, 0.25, 0.5, 0.75, 1.0], rtol=1e-15)
+    np.testing.assert_allclose(cum, [0, 0.5, 0.875, 1.0, 1.0], rtol=1e-15)
 
 
 @pytest.mark.parametrize(

@@ -119,3 +119,19 @@ def test_unreadable_results_are_named(tmp_path, content):
         read_json(tmp_path / "r.json")
     with pytest.raises(FileNotFoundError):
         read_netcdf(tmp_path / "missing.nc")
+
+
+def test_to_jsonable_fast_path_keeps_non_finite_markers(tmp_path):
+    """Long float lists and arrays take a vectorized path; the markers must not change."""
+    values = [float(i) for i in range(100)] + [float("inf"), float("nan"), float("-inf")]
+    assert to_jsonable(values)[-3:] == ["inf", "nan", "-inf"]
+    assert to_jsonable(values)[:3] == [0.0, 1.0, 2.0] and type(to_jsonable(values)[1]) is float
+    arr = np.array([[1.5, np.nan], [np.inf, -2.0]])
+    assert to_jsonable(arr) == [[1.5, "nan"], ["inf", -2.0]]
+    assert to_jsonable(np.arange(3)) == [0, 1, 2] and to_jsonable(np.array([True])) == [True]
+    big = {"x": np.linspace(0, 1, 200_000)}  # over COMPACT_JSON_BYTES: written compact
+    small = {"x": [1.0, 2.0]}
+    for payload in (big, small):
+        p = write_json(tmp_path / "r.json", payload)
+        assert json.loads(p.read_text())["x"] == to_jsonable(payload["x"])
+    assert "\n  " in write_json(tmp_path / "s.json", small).read_text()

@@ -258,3 +258,53 @@ def test_closed_form_quadratic_roots_equal_companion_eigenvalues(coeffs):
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-7 * max(1.0, np.abs(ref).max()))
     P = np.polynomial.polynomial.polyval(got, np.asarray(coeffs))
     assert np.all(np.abs(P) <= 1e-13 * np.abs(coeffs).max() * np.maximum(1, np.abs(got)) ** 2)
+
+
+def test_a_coefficient_infinite_context_and_arrays():
+    """``n_context = inf`` is the documented infinite-context limit a = λ² (it was refused)."""
+    assert a_coefficient(0.4, 1.0, math.inf) == pytest.approx(0.16, rel=1e-15)
+    lam = np.array([0.4, 0.3])
+    np.testing.assert_allclose(a_coefficient(lam, 1.0, 31), [a_coefficient(0.4, 1.0, 31),
+                                                              a_coefficient(0.3, 1.0, 31)],
+                               rtol=1e-15)  # fmt: skip
+    assert learned_value(0.4, 1.0, math.inf) == pytest.approx(0.4 ** (-1 / 3), rel=1e-14)
+    with pytest.raises(ValueError, match="`n_context`"):
+        a_coefficient(lam, 1.0, -1.0)
+    with pytest.raises(ValueError, match="`lam`"):
+        a_coefficient(np.array([0.4, 0.0]), 1.0, 31)
+
+
+@pytest.mark.parametrize("dynamics", ["truncated", "full"])
+@pytest.mark.parametrize("sam_form", ["first_order", "exact"])
+def test_vectorized_times_equal_the_scalar_path_with_every_status(dynamics, sam_form):
+    """attn_s_learning_times row by row against learning_time, on rows chosen to hit every
+    status: reached, decays (ρ̂ > ε), stalls (full: target beyond the fixed point; exact SAM:
+    start below ρ/√3) and stationary (truncated: start at the root ρ̂ or ρ/√3)."""
+    from sims.scalar_odes import attn_s_learning_times
+
+    lam = np.array([0.4, 0.3, 0.2, 0.1, 0.05, 0.3])
+    eps = np.array([0.01, 0.01, 0.02, 0.01, 0.01, 0.01])
+    rho = np.array([0.004, 0.0, 0.04, 0.0086, 0.002, 0.0])
+    shift = rho_hat if sam_form == "first_order" else (lambda r: r / math.sqrt(3))
+    eps[3] = shift(rho[3])  # stationary start
+    a = a_coefficient(lam, 1.0, 31)
+    u = 0.5 * lam ** (-1 / 3)
+    if dynamics == "full":
+        u[5] = 1.01 * learned_value(lam[5], 1.0, 31)  # beyond the full GD fixed point: stalls
+    got = attn_s_learning_times(lam, eps, u, rho=rho, dynamics=dynamics,
+                                a=a if dynamics == "full" else None, sam_form=sam_form)
+    statuses = set()
+    for i in range(lam.size):
+        ode = attn_s_ode(lam[i], rho=rho[i], dynamics=dynamics,
+                         a=a[i] if dynamics == "full" else None, sam_form=sam_form)
+        ref = learning_time(ode, eps[i], u[i])
+        assert got.status[i] == ref.status, (i, ref.message)
+        assert got.time[i] == ref.time or abs(got.time[i] / ref.time - 1) < 1e-14
+        statuses.add(ref.status)
+    assert "reached" in statuses and len(statuses) >= 3, statuses
+    with pytest.raises(ValueError, match="`x1` must exceed `x0`"):
+        attn_s_learning_times(lam, u, eps)
+    with pytest.raises(ValueError, match="`rho` must be finite and >= 0"):
+        attn_s_learning_times(lam, eps, u, rho=-1.0)
+    with pytest.raises(ValueError, match="`a` is required"):
+        attn_s_learning_times(lam, eps, u, dynamics="full")

@@ -176,3 +176,15 @@ def test_cluster_by_source_bad_inputs():
         cluster_by_source(losses, sources, small_sources="tiny")
     with pytest.raises(ValueError, match="`min_source_size` must be >= 0"):
         cluster_by_source(losses, sources, min_source_size=-1)
+
+
+def test_small_source_rule_is_strictly_below_the_mean():
+    """The authors' rule selects a source whole only when it is *smaller* than the mean source
+    size: equal-sized sources are all clustered (a `<=` would select everything)."""
+    losses = np.vstack([_two_groups(n_easy=30, n_hard=10, seed=s) for s in (1, 2)])
+    sources = np.array(["a"] * 40 + ["b"] * 40)
+    sel = cluster_by_source(losses, sources)  # sizes 40, 40 = the mean
+    assert [sel.per_source[s]["rule"] for s in ("a", "b")] == ["clustered", "clustered"]
+    assert sel.hard_mask.sum() == 20
+    sel = cluster_by_source(losses[:79], sources[:79])  # b has 39 < mean 39.5: whole
+    assert sel.per_source["b"]["rule"] == "small" and sel.per_source["a"]["rule"] == "clustered"

@@ -264,3 +264,13 @@ def test_hf_callback_records_lora_updates_in_a_real_trainer(tmp_path):
                                singular_values(final), rtol=1e-6, atol=1e-12)  # fmt: skip
     assert np.count_nonzero(singular_values(final) > 1e-9 * singular_values(final)[0]) <= 4
     assert np.isfinite(float(ds.delta_sigma.sel(matrix=delta).isel(record=2)))
+
+
+def test_peak_prominence_is_measured_from_the_higher_flanking_minimum():
+    """A step up followed by a small bump: 100× above the left minimum, 1.5× above the right
+    one. Its prominence is the smaller rise (1.5×), so it is not a peak at min_ratio 3."""
+    t = np.arange(0, 200, 10.0)
+    x = np.r_[np.full(8, 1e-6), np.full(12, 1e-4)]
+    x[12] = 1.5e-4
+    assert peak_times(t, x, min_ratio=3, smooth=1).tolist() == []
+    assert peak_times(t, x, min_ratio=1.4, smooth=1).tolist() == [120.0]

@@ -1,17 +1,19 @@
-"""theory/sam_saddle.py: claims, and the numeric helpers against independent computations."""
+"""theory/sam_saddle.py: the claims' verdicts, and that each claim sees a wrong number in sims.
 
-import math
+The numerics themselves (sims/ansatz.py) are tested in tests/sims/test_ansatz.py.
+"""
 
 import numpy as np
 import pytest
-from scipy.integrate import quad
 
+import sims.ansatz
 import theory
 from theory import sam_saddle as ss
 from theory.verify import Verdict
 
 EXPECTED = {
     "sam_multihead_ansatz_reduction": Verdict.VERIFIED,
+    "sam_reduced_rate_and_map_numerics": Verdict.VERIFIED,
     "sam_headwise_uniform_slowdown": Verdict.VERIFIED_APPROX,
     "sam_exact_kick_region": Verdict.VERIFIED,
     "sam_shared_radius_background_delay": Verdict.VERIFIED_APPROX,
@@ -34,52 +36,79 @@ def test_claim_verdict(name):
     assert r.conditions and r.detail
 
 
-def test_gd_time_matches_quadrature_and_limits():
-    for s, k, v0, v1 in ((4.96, 68.5, 2e-3, 0.33), (0.31, 2.0, 5e-3, 0.4), (3.0, 0.0, 0.01, 1.0)):
-        ref = quad(lambda x, s=s, k=k: 1 / (s * x * x - k * x**5), v0, v1, epsrel=1e-12)[0]
-        assert float(ss.ansatz_gd_time(s, k, v0, v1)) == pytest.approx(ref, rel=1e-9)
-    with pytest.raises(ValueError, match="below the fixed point"):
-        ss.ansatz_gd_time(1.0, 1.0, 0.1, 1.5)
-    with pytest.raises(ValueError, match="need 0 < v0 < v1"):
-        ss.ansatz_gd_time(1.0, 1.0, 0.3, 0.2)
+def _first_order_rate_doubled(v, sigma, kappa, c, exact, glob):
+    g = sims.ansatz.ansatz_rate(v, sigma, kappa)
+    n = np.sqrt(np.sum(g * g, axis=-1, keepdims=True))
+    share = np.where(glob, g / np.where(n > 0, n, 1.0), np.sign(g))
+    return np.where(exact, sims.ansatz.ansatz_rate(v - c * share, sigma, kappa),
+                    g - 2 * c * share * sims.ansatz.ansatz_rate_prime(v, sigma, kappa))
 
 
-def test_calibrate_start_inverts_the_time():
-    s, k = np.array([4.96, 2.79]), np.array([68.5, 40.0])
-    v1 = np.cbrt(0.5 * s / k)
-    v0 = np.array([1.7e-3, 2.4e-3])
-    t = ss.ansatz_gd_time(s, k, v0, v1)
-    np.testing.assert_allclose(ss.calibrate_start(t, s, k, v1), v0, rtol=1e-9)
-    assert np.isnan(ss.calibrate_start(np.array([np.nan, 1.0]), s, k, v1)[0])
+@pytest.mark.parametrize(
+    "target, wrong",
+    [
+        ("_rate", _first_order_rate_doubled),
+        ("ansatz_rate", lambda v, s, k: s * np.asarray(v) ** 2 - k * np.asarray(v) ** 4),
+    ],
+)
+def test_numerics_claim_sees_a_wrong_rate(monkeypatch, target, wrong):
+    """Negative control: the claim pinning sims.ansatz must fail when the numbers are wrong."""
+    monkeypatch.setattr(sims.ansatz, target, wrong)
+    monkeypatch.setattr(ss, "ansatz_rate", sims.ansatz.ansatz_rate)
+    assert not ss.check_rate_and_map_numerics().holds
 
 
-def test_reduced_rate_by_hand():
-    sig, kap = np.array([2.0, 0.5]), np.array([1.0, 0.2])
-    v = np.array([0.3, 0.1])
-    g = sig * v**2 - kap * v**5
-    gp = 2 * sig * v - 5 * kap * v**4
-    c = 0.01 / math.sqrt(3)
-    share = g / np.linalg.norm(g)
-    w = v - c * share
-    np.testing.assert_allclose(ss.reduced_rate(v, sig, kap, 0.01), sig * w**2 - kap * w**5,
-                               rtol=1e-14)
-    np.testing.assert_allclose(ss.reduced_rate(v, sig, kap, 0.01, form="first_order"),
-                               g - c * share * gp, rtol=1e-14)
-    w = v - c
-    np.testing.assert_allclose(ss.reduced_rate(v, sig, kap, 0.01, normalization="headwise"),
-                               sig * w**2 - kap * w**5, rtol=1e-14)
-    np.testing.assert_allclose(ss.reduced_rate(v, sig, kap, 0.0), g, rtol=0)
-    with pytest.raises(ValueError, match="`form` must be one of"):
-        ss.reduced_rate(v, sig, kap, 0.01, form="second_order")
+def test_numerics_claim_sees_a_map_that_is_not_one_rate_step(monkeypatch):
+    real = sims.ansatz._rate
+    monkeypatch.setattr(sims.ansatz, "_rate", lambda *a: 1.01 * real(*a))
+    monkeypatch.setattr(ss, "reduced_rate", lambda *a, **k: real_reduced(*a, **k))
+    assert not ss.check_rate_and_map_numerics().holds
 
 
-def test_reduced_map_variants_in_one_loop_equal_separate_loops():
-    sig, kap = np.array([2.0, 0.5]), np.array([1.0, 0.2])
-    thr = np.array([0.6, 0.6])
-    v0 = np.full((3, 2), 0.02)
-    one = ss.reduced_map(v0, sig, kap, thr, rho=np.array([0.0, 0.01, 0.01]), eta=0.05,
-                         n_steps=20_000, form=["exact", "exact", "first_order"])
-    for i, (rho, form) in enumerate(((0.0, "exact"), (0.01, "exact"), (0.01, "first_order"))):
-        sep = ss.reduced_map(v0[:1], sig, kap, thr, rho=rho, eta=0.05, n_steps=20_000, form=form)
-        np.testing.assert_array_equal(one[i], sep[0])
-    assert np.all(one[1] > one[0])  # exact SAM from v = 0.02 ≫ c is slower than GD
+def real_reduced(v, sigma, kappa, rho, *, form="exact", normalization="global"):
+    g = sims.ansatz.ansatz_rate(v, sigma, kappa)
+    c = rho / np.sqrt(3)
+    n = np.linalg.norm(g)
+    share = g / n if normalization == "global" else np.sign(g)
+    if form == "exact":
+        return sims.ansatz.ansatz_rate(v - c * share, sigma, kappa)
+    return g - c * share * sims.ansatz.ansatz_rate_prime(v, sigma, kappa)
+
+
+def _fake_fig1(gd, glob, head):
+    lam = np.array([0.4, 0.3, 0.2, 0.1])
+    return {"lam": lam, "gd": np.array(gd, float), "exact/global": np.array(glob, float),
+            "first_order/global": np.array(glob, float), "exact/headwise": np.array(head, float),
+            "first_order/headwise": np.array(head, float)}  # fmt: skip
+
+
+# a GD profile, global-SAM profiles meeting every condition but one, a head-wise profile
+GD = [1000.0, 2000.0, 3000.0, 4000.0]
+GLOBAL_OK = [2000.0, 2300.0, 3300.0, 4300.0]  # ×2, phase 2 ×0.3, phases 3-4 ×1.0, ΔH 0.06
+HEAD_OK = [1200.0, 2400.0, 3600.0, 4800.0]  # uniform ×1.2: ΔH = 0
+
+
+@pytest.mark.parametrize(
+    "glob, head, which",
+    [
+        (GLOBAL_OK, HEAD_OK, None),
+        ([1290.0, 1800.0, 2300.0, 2800.0], HEAD_OK, "feature 1 slowed < 1.3x"),
+        ([2000.0, 3000.0, 3600.0, 4200.0], HEAD_OK, "phase 2 not shortened"),
+        ([2000.0, 2300.0, 3400.0, 3500.0], HEAD_OK, "phase 3 lengthened"),
+        ([1310.0, 2110.0, 3110.0, 4110.0], HEAD_OK, "entropy gain < 0.04"),
+        (GLOBAL_OK, [1200.0, 2400.0, 3600.0, 4900.0], "head-wise not uniform"),
+    ],
+)
+def test_fig1_claim_verdict_depends_on_every_condition(monkeypatch, glob, head, which):
+    """Each sub-condition of sam_shared_radius_fig1 reaches its verdict: a profile violating
+    only that one condition is refuted (issue 24: dropping one passed every test)."""
+    gd, g = np.array(GD), np.array(glob)
+    ratio, phase = g / gd, np.diff(g, prepend=0.0) / np.diff(gd, prepend=0.0)
+    dh = float(ss.time_entropy(g) - ss.time_entropy(gd))
+    checks = {"feature 1 slowed < 1.3x": ratio[0] > 1.3, "phase 2 not shortened": phase[1] < 0.85,
+              "phase 3 lengthened": bool(np.all(phase[2:] < 1.05)),
+              "entropy gain < 0.04": dh > 0.04}  # fmt: skip
+    assert [k for k, ok in checks.items() if not ok] == ([] if which in (None, "head-wise not "
+                                                        "uniform") else [which])  # fmt: skip
+    monkeypatch.setattr(ss, "figure1_ansatz", lambda: _fake_fig1(GD, glob, head))
+    assert ss.check_fig1().holds is (which is None)

@@ -95,3 +95,51 @@ def test_printed_hitting_times_differ_from_corrected_ones_numerically():
     vals = {s: 0.5 for s in (tv_p + tq_p + tv_c + tq_c).free_symbols}
     vals[sp.Symbol("d", positive=True)] = 16
     assert abs(float(tv_p.subs(vals)) - float(tv_c.subs(vals))) > 1e-3
+
+
+# --- every sub-check reaches the verdict (issue 24: dropping the library cross-check from
+# the Lemma A.4 verdict passed every test) ---------------------------------------------------
+
+
+def test_lemma_a4_verdict_sees_a_wrong_library_bound(monkeypatch):
+    import sims.spectral
+
+    real = sims.spectral.lemma_a4_bound
+    monkeypatch.setattr(sims.spectral, "lemma_a4_bound", lambda a, b: 1.01 * real(a, b))
+    r = sosd.check_lemma_a4(n_trials=60, with_toy=False)
+    assert not r.holds and "disagrees with the direct formulas on 20 of 20" in r.detail
+
+
+def test_lemma_a4_verdict_sees_a_wrong_library_sd_variation(monkeypatch):
+    import sims.spectral
+
+    real = sims.spectral.sd_variation
+    monkeypatch.setattr(sims.spectral, "sd_variation", lambda a, b: real(a, b) + 1e-9)
+    assert not sosd.check_lemma_a4(n_trials=60, with_toy=False).holds
+
+
+def test_lemma_a4_verdict_sees_a_violation_in_the_toy_runs(monkeypatch):
+    import sims.sosd_toy
+
+    real = sims.sosd_toy.train
+
+    def inflated(cfg):
+        ds = real(cfg)
+        return ds.assign(a4_ratio=ds.a4_ratio * 10.0)
+
+    monkeypatch.setattr(sims.sosd_toy, "train", inflated)
+    assert not sosd.check_lemma_a4(n_trials=30).holds
+
+
+def test_hitting_time_claim_sees_a_wrong_library_implementation(monkeypatch):
+    import sims.sosd_toy
+
+    real = sims.sosd_toy.theorem45_hitting_times
+
+    def wrong(c, **kw):
+        tv, tq = real(c, **kw)
+        return tv, tq * (1 + 1e-9)
+
+    monkeypatch.setattr(sims.sosd_toy, "theorem45_hitting_times", wrong)
+    c, result, _ = theory.run_claim("sosd_thm45_hitting_times_corrected")
+    assert c.verdict(result) is not E

@@ -10,6 +10,7 @@ from theory.verify import Verdict
 
 EXPECTED = {
     "upsampling_ansatz_rates": Verdict.VERIFIED_APPROX,
+    "upsampling_boost_formula": Verdict.VERIFIED,
     "upsampling_query_rule_enrichment": Verdict.VERIFIED,
     "upsampling_target_rule_enrichment": Verdict.VERIFIED,
     "upsampling_entropy_condition": Verdict.VERIFIED,
@@ -65,10 +66,6 @@ def test_target_threshold_rule_by_sampling():
     assert np.all(np.diff(m) < 0)
 
 
-def test_boost_condition_and_entropy_change():
-    r = up.boost([1.0, 2.0, 3.0], 0.2, 1)
-    np.testing.assert_allclose(r, [1.0, 1.4 / 1.2, 1.6 / 1.2])
-    assert up.condition_holds(r) and not up.condition_holds(r[::-1])
-    T = np.array([1.0, 2.0, 8.0])
-    assert up.entropy_change(T, r) > 0 > up.entropy_change(T, r[::-1])
-    assert up.entropy_change(T, [1.3, 1.3, 1.3]) == pytest.approx(0.0, abs=1e-15)
+def test_boost_claim_sees_a_wrong_boost(monkeypatch):
+    monkeypatch.setattr(up, "boost", lambda m, pi, f=1: (1 + f * pi * np.asarray(m)) / (1 + pi))
+    assert not up.check_boost_formula().holds

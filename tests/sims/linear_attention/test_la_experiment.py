@@ -96,3 +96,46 @@ def test_config_errors_name_the_field():
         Figure1Config(methods=("adam",))
     with pytest.raises(ValueError, match="`cluster_features` must be one of"):
         Figure1Config(cluster_features="ranks")
+
+
+def test_format_summary_prints_one_row_per_method_when_the_horizons_coincide():
+    """The paper setting has paper_steps == num_steps: the table said everything twice."""
+    from sims.linear_attention.experiment import format_summary
+
+    row = {"runs_with_n_features": [0, 1], "entropy_all_features": {"n": 0},
+           "test_loss": {"median": 0.2, "mean": 0.3, "q25": 0.1, "q75": 0.4}}  # fmt: skip
+    summary = {"horizons": {"paper": 11, "long": 11}, "gd": {"paper": row, "long": row},
+               "sam": {"paper": row, "long": row}}  # fmt: skip
+    lines = format_summary(summary).splitlines()
+    assert [ln.split()[:2] for ln in lines[2:]] == [["gd", "11"], ["sam", "11"]]
+    summary["horizons"]["long"] = 21
+    lines = format_summary(summary).splitlines()
+    assert [ln.split()[:2] for ln in lines[2:6]] == [["gd", "11"], ["gd", "21"], ["sam", "11"],
+                                                     ["sam", "21"]]  # fmt: skip
+
+
+def test_upsampling_study_predictions_follow_the_ansatz_on_its_own_numbers():
+    """The study's predictions recomputed from its stored GD times, boosts and effective starts
+    with the closed forms written out (H(T/r) − H(T); the weighted ansatz GD time)."""
+    import dataclasses
+
+    from sims.linear_attention.study import StudyConfig, run_upsampling_study
+
+    base = dataclasses.replace(CFG, methods=("gd", "gd_upsample"), log_every=1)
+    ds = run_upsampling_study(StudyConfig(base=base, selections=("hard", "random"),
+                                          lr_control=False))  # fmt: skip
+    assert ds.attrs["status"] == "success"
+    lt_gd = ds.learning_time.sel(run_kind="gd").values
+    for s in ds.selection.values:
+        r = ds.sigma_ratio.sel(selection=s).values
+        t = lt_gd / r
+        p, q = t / t.sum(1, keepdims=True), lt_gd / lt_gd.sum(1, keepdims=True)
+        want = -(p * np.log(p)).sum(1) + (q * np.log(q)).sum(1)
+        np.testing.assert_allclose(ds.predicted_entropy_change_boost.sel(selection=s), want,
+                                   rtol=1e-12)  # fmt: skip
+        np.testing.assert_array_equal(ds.condition_met.sel(selection=s),
+                                      np.all(np.diff(r, axis=1) >= -0.005 * r[:, 1:], axis=1))
+    # GD runs through GD's own program here (no SAM in the study): the same trajectory as the
+    # Figure 1 pipeline's GD
+    fig = run_figure1(dataclasses.replace(base, methods=("gd",)))
+    np.testing.assert_array_equal(lt_gd, fig.learning_time.sel(method="gd").values.squeeze())

@@ -35,8 +35,10 @@ def test_learning_and_drop_times():
     np.testing.assert_array_equal(learning_times(comp, np.array([1.0, 1.0])), [1.0, np.nan])
     np.testing.assert_array_equal(learning_times(comp, np.array([1.0, 0.5]), fraction=0.5),
                                   [1.0, 3.0])
-    losses = np.array([1.0, 0.9, 0.5, 0.45, 0.2])
-    np.testing.assert_array_equal(loss_drop_times(losses, [1.0, 0.6, 0.3]), [2.0, 4.0])
+    # midpoints 0.8 and 0.45 (not the levels themselves, nor a neighbour's): first hits 1 and 4
+    losses = np.array([1.0, 0.75, 0.62, 0.5, 0.4, 0.2])
+    np.testing.assert_array_equal(loss_drop_times(losses, [1.0, 0.6, 0.3]), [1.0, 4.0])
+    np.testing.assert_array_equal(loss_drop_times(losses[:4], [1.0, 0.6, 0.3]), [1.0, np.nan])
     with pytest.raises(ValueError, match="`fraction` must be in"):
         learning_times(comp, np.ones(2), fraction=0.0)
 

@@ -1,9 +1,10 @@
-"""The reduced model of theory/sam_saddle.py reproduces the full model on the ansatz."""
+"""sims/ansatz.py's reduced model (derived in theory/sam_saddle.py) reproduces the full model."""
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from sims.ansatz import reduced_map
 from sims.linear_attention.data import make_covariance
 from sims.linear_attention.mechanism import (
     EscapeConfig,
@@ -20,7 +21,6 @@ from sims.linear_attention.stats import (
     population_moments,
 )
 from sims.linear_attention.train import train_runs
-from theory.sam_saddle import reduced_map
 
 OPT = {"gd": ("sam", 0.0, "exact", "global"), "sam": ("sam", 1e-3, "exact", "global"),
        "sam_flow": ("sam_flow", 1e-3, "first_order", "global"),
@@ -75,15 +75,29 @@ def test_calibration_reproduces_gd_times():
 
 
 def test_head_assignment():
-    e = np.eye(3)
+    """A rotated eigenbasis and |k| ≠ |q| per feature (an identity basis and k = ±q hid a
+    transposed basis or a k·k for k·q)."""
+    e, _ = np.linalg.qr(np.random.default_rng(3).standard_normal((3, 3)))
     v = np.array([0.5, 0.0, -0.4])
-    k = np.zeros((3, 1, 3))
-    q = np.zeros((3, 1, 3))
-    k[0, 0, 1], q[0, 0, 1] = 0.5, 0.5  # head 0 carries feature 1
-    k[2, 0, 0], q[2, 0, 0] = -0.4, 0.4  # head 2 carries feature 0 (any signs)
-    k[1, 0, 2], q[1, 0, 2] = 0.1, 0.1  # head 1 aligned with feature 2 but v = 0
-    k[0, 0, 2], q[0, 0, 2] = 0.05, 0.05
+    kc = np.zeros((3, 3))  # head × feature coordinates in the eigenbasis
+    qc = np.zeros((3, 3))
+    kc[0, 1], qc[0, 1] = 0.9, 0.3  # head 0 carries feature 1: |v k q| = 0.135
+    kc[2, 0], qc[2, 0] = -0.2, 0.9  # head 2 carries feature 0 (any signs): 0.072
+    kc[1, 2], qc[1, 2] = 0.1, 0.1  # head 1 aligned with feature 2 but v = 0
+    kc[0, 2], qc[0, 2] = 0.3, 0.05  # head 0 on feature 2: 0.0075
+    kc[2, 2], qc[2, 2] = 0.02, 0.5  # head 2 on feature 2: 0.004
+    kc[0, 0], qc[0, 0] = 0.05, 0.6  # head 0 on feature 0: 0.015 < 0.072
+    k = (kc @ e.T)[:, None, :]  # back to input coordinates: k_h = Σ_a kc[h, a] e_a
+    q = (qc @ e.T)[:, None, :]
     np.testing.assert_array_equal(head_assignment(v, k, q, e), [2, 0, 0])
+    # a head with a large key but a tiny query on feature 1: k·q ignores it, k·k would not
+    kc2, qc2 = kc.copy(), qc.copy()
+    kc2[2, 1], qc2[2, 1] = 1.2, 0.01  # head 2: |v k q| = 0.005 (k·k would give 0.58 > 0.41)
+    k2, q2 = (kc2 @ e.T)[:, None, :], (qc2 @ e.T)[:, None, :]
+    np.testing.assert_array_equal(head_assignment(v, k2, q2, e), [2, 0, 0])
+    batched = head_assignment(np.stack([v, v]), np.stack([k, k2]), np.stack([q, q2]),
+                              np.stack([e, e]))  # fmt: skip
+    np.testing.assert_array_equal(batched, [[2, 0, 0], [2, 0, 0]])
 
 
 def test_background_delay_limits():

@@ -187,7 +187,7 @@ def test_integrate_flow_sam_shares_the_radius_between_heads():
     """Two active heads: each moves by G_i − (ρ/√3) G_i G_i'/‖G‖ (global norm, theory)."""
     from scipy.integrate import solve_ivp
 
-    from theory.sam_saddle import reduced_rate
+    from sims.ansatz import reduced_rate
 
     cov = np.diag([0.6, 0.4])
     lam, e = eigh_desc(cov)
@@ -203,3 +203,32 @@ def test_integrate_flow_sam_shares_the_radius_between_heads():
                         (0, t[-1]), v0, t_eval=t, rtol=1e-11, atol=1e-13)
         err = np.max(np.abs(res.ds.v.values - sol.y.T))
         assert (err < 1e-8) == close, (norm, err)
+
+
+def test_sam_at_rho_zero_is_gd_bit_for_bit_and_checkpoints_are_the_trajectory():
+    """Figure 1 runs GD through SAM's compiled program at ρ = 0 (one compilation for the paper's
+    three methods): the perturbation is 0·g, so every number must equal GD's exactly. The
+    proxy's checkpoints (``checkpoint_steps``) must be the parameters w_s of the same run."""
+    from sims.linear_attention.data import make_covariance
+
+    cov = make_covariance("linear", 3, seed=2)
+    mom = population_moments(cov, 8)
+    keys = jax.random.split(jax.random.PRNGKey(3), 2)
+    p0 = jax.tree_util.tree_map(lambda *x: jnp.stack(x),
+                                *[init_params(k, 3, 2, init_scale=0.3) for k in keys])
+    kw = dict(learning_rate=0.05, record_every=7, log_every=1, checkpoint_steps=[0, 7, 10, 40])
+    gd = train_runs(p0, mom, 40, optimizer="gd", **kw)
+    sam0 = train_runs(p0, mom, 40, optimizer="sam", rho=0.0, **kw)
+    for name in ("train_loss", "component", "final_v", "final_k", "checkpoint_q", "v"):
+        np.testing.assert_array_equal(gd.ds[name].values, sam0.ds[name].values, err_msg=name)
+    # checkpoints: w_0 = init, w_7 = the snapshot at step 7, w_40 = the final parameters
+    ck = gd.ds.checkpoint_v.values
+    np.testing.assert_array_equal(ck[:, 0], np.asarray(p0.v))
+    np.testing.assert_array_equal(ck[:, 1], gd.ds.v.sel(snapshot=1).values)
+    np.testing.assert_array_equal(ck[:, 3], gd.ds.final_v.values)
+    assert not np.array_equal(ck[:, 2], ck[:, 1])
+    assert gd.ds.checkpoint_step.values.tolist() == [0, 7, 10, 40]
+    sam = train_runs(p0, mom, 40, optimizer="sam", rho=0.05, **kw)
+    assert np.max(np.abs(sam.ds.final_v.values - gd.ds.final_v.values)) > 1e-6
+    with pytest.raises(ValueError, match="`checkpoint_steps` must be integer steps"):
+        train_runs(p0, mom, 40, checkpoint_steps=[41])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sims.lm import CorpusConfig, batch_indices, lr_factor, make_corpus
-from sims.lm.data import zipf_weights
+from sims.lm.data import hmm_parameters, hmm_predictive_nll, zipf_weights
 
 
 def test_corpora_are_deterministic_in_their_seed():
@@ -44,32 +44,59 @@ def test_zipf_chain_bayes_loss_matches_its_entropy_rate():
     assert c.bayes_loss == pytest.approx(h, abs=0.015)
 
 
-def test_hmm_bayes_loss_against_brute_force_enumeration():
-    # tiny HMM: the predictive NLL by enumerating all state paths equals the forward algorithm
-    cfg = CorpusConfig(kind="hmm", vocab_size=3, seq_len=4, n_train=2, n_val=3, n_states=2,
-                       stickiness=0.5, zipf_exponent=1.0, seed=5)  # fmt: skip
-    c = make_corpus(cfg)
-    rng = np.random.default_rng([cfg.seed, 1])
-    off = rng.dirichlet(np.ones(2), size=2)
-    A = 0.5 * np.eye(2) + 0.5 * off
-    z = zipf_weights(3, 1.0)
-    B = np.stack([z[np.argsort(rng.permutation(3))] for _ in range(2)])
+def _brute_force_nll(seqs, A, B, init):
+    """−(1/nT) Σ log p(x_1..x_T | x_0) by summing the joint over every state path."""
     import itertools
+
+    K = A.shape[0]
 
     def joint(seq):
         tot = 0.0
-        for path in itertools.product(range(2), repeat=len(seq)):
-            p = 0.5 * B[path[0], seq[0]]
+        for path in itertools.product(range(K), repeat=len(seq)):
+            p = init[path[0]] * B[path[0], seq[0]]
             for t in range(1, len(seq)):
                 p *= A[path[t - 1], path[t]] * B[path[t], seq[t]]
             tot += p
         return tot
 
-    nll = 0.0
-    for seq in c.val:
-        # -log p(x_1..x_T | x_0) = -log p(x_0..x_T) + log p(x_0)
-        nll -= math.log(joint(seq)) - math.log(joint(seq[:1]))
-    assert c.bayes_loss == pytest.approx(nll / (len(c.val) * 4), rel=1e-10)
+    nll = sum(-(math.log(joint(s)) - math.log(joint(s[:1]))) for s in seqs)
+    return nll / (len(seqs) * (seqs.shape[1] - 1))
+
+
+def test_hmm_forward_algorithm_against_brute_force_enumeration():
+    """A non-degenerate HMM: distinct emission rows (else the likelihood ignores the
+    transitions), an asymmetric A (else A and Aᵀ agree) and a non-uniform start."""
+    rng = np.random.default_rng(4)
+    A = rng.dirichlet(np.ones(3), size=3)
+    B = rng.dirichlet(np.ones(4) * 0.7, size=3)
+    init = np.array([0.5, 0.3, 0.2])
+    assert np.abs(A - A.T).max() > 0.2 and np.abs(B[0] - B[1]).max() > 0.1  # the guards
+    seqs = rng.integers(0, 4, (5, 5))
+    want = _brute_force_nll(seqs, A, B, init)
+    assert hmm_predictive_nll(seqs, A, B, init) == pytest.approx(want, rel=1e-12)
+    # each ingredient matters here: a transposed A or a uniform start change the value
+    assert abs(_brute_force_nll(seqs, A.T, B, init) / want - 1) > 1e-3
+    assert abs(hmm_predictive_nll(seqs, A, B) / want - 1) > 1e-4
+
+
+def test_hmm_corpus_bayes_loss_uses_its_own_parameters_and_samples_from_them():
+    # seed 7: distinct emission rows and an asymmetric A (seed 5, used before, had identical
+    # rows, so the likelihood did not depend on the transitions at all)
+    cfg = CorpusConfig(kind="hmm", vocab_size=3, seq_len=4, n_train=2, n_val=3, n_states=2,
+                       stickiness=0.5, zipf_exponent=1.0, seed=7)  # fmt: skip
+    c = make_corpus(cfg)
+    A, B = hmm_parameters(cfg)
+    assert np.abs(B[0] - B[1]).max() > 0.3 and np.abs(A - A.T).max() > 0.2
+    want = _brute_force_nll(c.val, A, B, np.full(2, 0.5))
+    assert c.bayes_loss == pytest.approx(want, rel=1e-10)
+    # the samples follow (A, B), not (Aᵀ, B): on held-out sequences the true model's NLL is lower
+    big = make_corpus(CorpusConfig(kind="hmm", vocab_size=8, seq_len=32, n_train=2, n_val=3000,
+                                   n_states=4, stickiness=0.3, zipf_exponent=1.5, seed=6))
+    A, B = hmm_parameters(big.config)
+    assert np.abs(A - A.T).max() > 0.1
+    gap = hmm_predictive_nll(big.val, A.T, B) - hmm_predictive_nll(big.val, A, B)
+    assert big.bayes_loss == pytest.approx(hmm_predictive_nll(big.val, A, B), rel=1e-14)
+    assert gap > 0.005  # ~10 standard errors at 3000 × 32 tokens
 
 
 def test_text_corpus_bytes_and_chars(tmp_path):

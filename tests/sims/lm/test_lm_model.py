@@ -107,3 +107,79 @@ def test_config_errors(kw, match):
 def test_too_long_input_is_an_error():
     with pytest.raises(ValueError, match="exceeds `seq_len`"):
         _model()(torch.zeros(1, 13, dtype=torch.long))
+
+
+# --- every module inside its caller (issue 24: a rotary applied to the queries only passed) ---
+
+
+def _rope_complex(x, base):
+    """RoPE written independently: pair (x_i, x_{i+d/2}) as x_i + i·x_{i+d/2}, rotate by t·θ_i."""
+    T, hd = x.shape[-2], x.shape[-1]
+    theta = base ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    z = torch.complex(x[..., : hd // 2], x[..., hd // 2 :])
+    z = z * torch.polar(torch.ones(T, hd // 2, dtype=torch.float64),
+                        torch.arange(T, dtype=torch.float64)[:, None] * theta)  # fmt: skip
+    return torch.cat([z.real, z.imag], dim=-1)
+
+
+def _reference_forward(model, idx):
+    """GPT forward re-derived from the parameters (nanoGPT's equations), no module calls."""
+    cfg = model.config
+    H, D = cfg.n_head, cfg.d_model
+    hd = D // H
+
+    def rms(x, w):
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + cfg.norm_eps) * w
+
+    x = model.wte.weight[idx]
+    T = idx.shape[1]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    for blk in model.blocks:
+        h = rms(x, blk.norm1.weight)
+        qkv = h @ blk.attn.qkv.weight.T
+        q, k, v = (t.reshape(*t.shape[:2], H, hd).transpose(1, 2) for t in qkv.split(D, -1))
+        q, k = _rope_complex(q, cfg.rope_base), _rope_complex(k, cfg.rope_base)
+        s = (q @ k.transpose(-1, -2)) / hd**0.5
+        a = torch.softmax(s.masked_fill(~causal, float("-inf")), -1)
+        x = x + (a @ v).transpose(1, 2).reshape(*idx.shape, D) @ blk.attn.proj.weight.T
+        h = rms(x, blk.norm2.weight) @ blk.mlp.fc.weight.T
+        h = {"relu2": torch.relu(h) ** 2, "gelu": torch.nn.functional.gelu(h),
+             "relu": torch.relu(h)}[cfg.activation]  # fmt: skip
+        x = x + h @ blk.mlp.proj.weight.T
+    return rms(x, model.norm.weight) @ model.wte.weight.T
+
+
+@pytest.mark.parametrize("activation", ["relu2", "gelu"])
+def test_model_forward_equals_the_equations(activation):
+    """The whole model against its equations: RoPE on queries AND keys inside the attention,
+    both norms, the activation, the residuals and the tied head."""
+    model = _model(activation=activation, rope_base=50.0)  # large rotations at small t
+    x = torch.randint(0, 32, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), _reference_forward(model, x), rtol=1e-10, atol=1e-12)
+
+
+def test_attention_scores_inside_the_model_depend_on_relative_position_only(monkeypatch):
+    """With the same input vector at every position, the attention logits of the model's own
+    attention are a function of t_q − t_k (RoPE on q and k), and not a constant."""
+    attn = _model(rope_base=50.0).blocks[0].attn
+    x = torch.randn(1, 1, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    x = x.expand(1, 12, 16)
+    scores = {}
+    orig = torch.Tensor.softmax
+
+    def spy(self, dim):  # the logits are what the attention's softmax receives
+        scores["s"] = self.clone()
+        return orig(self, dim)
+
+    monkeypatch.setattr(torch.Tensor, "softmax", spy)
+    with torch.no_grad():
+        attn(x)
+    monkeypatch.undo()
+    s = scores["s"][0, 0]  # (T, T), -inf above the diagonal
+    low = torch.tril(torch.ones(12, 12, dtype=torch.bool))
+    for shift in (1, 4):
+        a, b = s[shift:, shift:], s[:-shift, :-shift]
+        torch.testing.assert_close(a[low[shift:, shift:]], b[low[:-shift, :-shift]],
+                                   rtol=1e-11, atol=1e-12)  # fmt: skip
+    assert float((s[5, 0] - s[5, 3]).abs()) > 1e-4  # and they do depend on it

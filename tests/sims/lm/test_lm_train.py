@@ -164,3 +164,18 @@ def test_config_dict_round_trip():
     assert type(cfg).from_dict(cfg.to_dict()) == cfg
     with pytest.raises(TypeError):
         type(cfg).from_dict({**cfg.to_dict(), "lrr": 1})
+
+
+def test_evaluate_lm_is_the_mean_next_token_cross_entropy():
+    """Against the per-token NLL computed here, over batches of unequal size (the mean is over
+    target tokens, T per sequence, not T + 1)."""
+    from sims.lm import GPT, evaluate_lm
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, seq_len=6, n_layer=1, n_head=2, d_model=8,
+                          dtype="float64"))  # fmt: skip
+    data = np.random.default_rng(0).integers(0, 11, (7, 7))
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.as_tensor(data[:, :-1])), -1)
+        nll = -logp.gather(-1, torch.as_tensor(data[:, 1:, None]))[..., 0]
+    assert evaluate_lm(model, data, batch_size=3) == pytest.approx(float(nll.mean()), rel=1e-12)

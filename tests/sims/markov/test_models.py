@@ -100,3 +100,33 @@ def test_param_groups_partition():
     n = sum(p.numel() for p in m.parameters())
     assert sum(p.numel() for gr in g for p in gr["params"]) == n
     assert all(p.ndim >= 2 for p in g[0]["params"]) and g[1]["weight_decay"] == 0.0
+
+
+@pytest.mark.parametrize("context", [None, 3])
+def test_full_model_equals_pytorch_encoder_layer_with_its_weights(context):
+    """The whole one-block model against an independent implementation of the same layout
+    (torch.nn.TransformerEncoderLayer, post-LN, ReLU): residuals, norms, band mask, positions."""
+    torch.manual_seed(0)
+    cfg = FullConfig(d=7, L=10, w=4, n_embd=12, n_head=3, d_ff=8, dropout=0.0, context=context)
+    m = FullTransformer(cfg).double().eval()
+    ref = torch.nn.TransformerEncoderLayer(12, 3, dim_feedforward=8, dropout=0.0,
+                                           activation="relu", batch_first=True,
+                                           norm_first=False).double().eval()  # fmt: skip
+    b = m.block
+    with torch.no_grad():
+        ref.self_attn.in_proj_weight.copy_(b.attn.c_attn.weight)
+        ref.self_attn.in_proj_bias.copy_(b.attn.c_attn.bias)
+        ref.self_attn.out_proj.weight.copy_(b.attn.c_proj.weight)
+        ref.self_attn.out_proj.bias.copy_(b.attn.c_proj.bias)
+        for dst, src in ((ref.linear1, b.mlp[0]), (ref.linear2, b.mlp[3]), (ref.norm1, b.ln_1),
+                         (ref.norm2, b.ln_2)):  # fmt: skip
+            dst.weight.copy_(src.weight)
+            dst.bias.copy_(src.bias)
+        x = torch.randint(0, 7, (2, 10), generator=torch.Generator().manual_seed(1))
+        h = m.wte(x) + m.wpe(torch.arange(10))
+        allowed = torch.ones(10, 10, dtype=torch.bool).tril()
+        if context is not None:
+            allowed &= ~torch.ones(10, 10, dtype=torch.bool).tril(-context)
+        mask = torch.zeros(10, 10, dtype=torch.float64).masked_fill(~allowed, float("-inf"))
+        want = m.lm_head(ref(h, src_mask=mask)[:, cfg.w - 1 : cfg.L - 1])
+        torch.testing.assert_close(m(x), want, rtol=1e-10, atol=1e-12)

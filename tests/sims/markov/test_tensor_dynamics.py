@@ -264,3 +264,14 @@ def test_bad_discrete_method():
         discrete_flow(FlowConfig(T=5), "gd", lr=float("inf"))
     with pytest.raises(ValueError, match="`rho`"):
         discrete_flow(FlowConfig(T=5), "sam", rho=float("nan"))
+
+
+def test_target_scales_by_hand_and_equal_to_the_chains_group_scales():
+    """m_a = m^(h−1−a) b0 (the last pattern has scale b0), the same numbers as the Markov
+    chain's hierarchical groups (Table 1) that the tensor flow models."""
+    from sims.markov.chain import ChainConfig
+
+    np.testing.assert_allclose(target_scales(3, 1.7, 2.0), [1.7**2 * 2.0, 1.7 * 2.0, 2.0],
+                               rtol=1e-15)  # fmt: skip
+    cfg = ChainConfig.hierarchical(h=3, m=1.7, b0=2.0)
+    np.testing.assert_allclose(target_scales(3, 1.7, 2.0), cfg.scales, rtol=1e-15)

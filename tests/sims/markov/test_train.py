@@ -247,6 +247,20 @@ def test_stage_band_over_thresholds():
         stage_band(ds, thresholds=(1.5,))
 
 
+def test_detect_stages_kl_times_are_the_first_step_within_10_percent_of_the_drop():
+    """KL time of restricted truth i: first step with KL <= lo + 0.1 (hi − lo), hi the first
+    evaluation and lo the minimum (planted curves whose 10%, 50% and 1% crossings differ)."""
+    steps = np.arange(0, 100, 10)
+    kl = np.stack([
+        [2.0, 1.5, 1.2, 0.9, 0.5, 0.25, 0.19, 0.12, 0.1, 0.1],  # 10%: 0.29 -> step 50
+        [4.0, 4.0, 3.0, 2.0, 1.0, 0.6, 0.45, 0.4, 0.4, 0.4],  # 10%: 0.76 -> step 50
+        [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.2, 0.09, 0.0],  # 10%: 0.1 -> step 80
+    ], axis=1)  # fmt: skip
+    ds = xr.Dataset({"group_mass": (("step", "head", "group"), np.full((10, 2, 3), 0.1)),
+                     "kl_restricted": (("step", "restricted"), kl)}, coords={"step": steps})
+    np.testing.assert_array_equal(detect_stages(ds).kl_times, [50.0, 50.0, 80.0])
+
+
 def test_sam_rho_zero_matches_adamw():
     a = train(tiny(optimizer="adamw", scheduler="none")).model
     b = train(tiny(optimizer="sam", sam_rho=0.0, scheduler="none")).model
