@@ -58,7 +58,7 @@ class Cli:
         stubs: ``"module:attribute"`` of input checks that need real inputs (a training file,
             an installed model), replaced by no-ops in the cases that need the work to start
             (Ctrl-C, an existing file as the output folder). Those checks have their own tests
-            (tests/llm_validation/test_cli.py).
+            (tests/llm_validation/test_llm_cli.py).
     """
 
     id: str
