@@ -67,13 +67,18 @@ def test_parse_args_validates_the_environment(monkeypatch, capsys):
 def test_check_env_runs_each_set_variable_once(monkeypatch):
     from sims.cli import ENV_CHECKS, check_env
 
-    assert [name for name, _ in ENV_CHECKS] == ["SBT_WORKERS", "MARKOV_SCALE"]
-    monkeypatch.delenv("SBT_WORKERS", raising=False)
-    monkeypatch.delenv("MARKOV_SCALE", raising=False)
+    assert [name for name, _ in ENV_CHECKS] == ["SBT_WORKERS", "SBT_EXECUTOR", "MARKOV_SCALE"]
+    for name, _ in ENV_CHECKS:
+        monkeypatch.delenv(name, raising=False)
     check_env()
     monkeypatch.setenv("MARKOV_SCALE", "huge")
     with pytest.raises(UsageError, match="MARKOV_SCALE='huge' unknown"):
         check_env()
+    monkeypatch.delenv("MARKOV_SCALE")
+    monkeypatch.setenv("SBT_EXECUTOR", "dask-locale:2")
+    with pytest.raises(UsageError, match="SBT_EXECUTOR='dask-locale:2' is not an executor"):
+        check_env()
+    monkeypatch.delenv("SBT_EXECUTOR")
     calls = []
 
     def bad():
