@@ -1,11 +1,13 @@
 """Shared ``make`` of the seed-004 figure modules: pick the scale, run or load, render, save.
 
 The scale is ``"quick"`` when asked, else ``$MARKOV_SCALE`` (default ``"cpu"``); results of the
-non-default scales live under ``results/markov/<scale>/`` and their images get a ``_<scale>``
-suffix (``markov_fig1_quick.png``), so a quick or paper-scale run never overwrites the CPU-scale
+non-default scales live under ``results/markov/<scale>/``
+(:func:`sims.markov.experiments.result_path`) and their images get a ``_<scale>`` suffix
+(``markov_fig1_quick.png``), so a quick or paper-scale run never overwrites the CPU-scale
 files. An unknown ``$MARKOV_SCALE`` is a one-line error with exit status 2.
 
-A ``compute`` that takes a ``store`` argument (the multi-run sweeps) gets a
+The result is run or loaded by :meth:`sims.markov.experiments.FigureRun.run`, as the GPU
+campaign does: a ``compute`` that takes a ``store`` argument (the multi-run sweeps) gets a
 :class:`sims.parallel.JobStore` next to its result file (``<result>.parts/``): finished runs are
 kept there while the sweep runs, so an interrupted sweep resumes; it is removed once the result
 file is written, and cleared first by ``--recompute``.
@@ -13,26 +15,16 @@ file is written, and cleared first by ``--recompute``.
 
 from __future__ import annotations
 
-import inspect
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from figures import FigureSpec, save_figure
-from sims.parallel import JobStore
 
 
 def image_name(name: str, scale: str) -> str:
     """``name.png`` at the CPU scale, ``name_<scale>.png`` otherwise."""
     return f"{name}.png" if scale == "cpu" else f"{name}_{scale}.png"
-
-
-def result_path(spec: FigureSpec, results_dir, scale: str) -> Path:
-    """``results_dir / spec.result_file``, under ``markov/<scale>/`` for non-CPU scales."""
-    rel = spec.result_file
-    if scale != "cpu":
-        rel = rel.replace("markov/", f"markov/{scale}/")
-    return Path(results_dir) / rel
 
 
 def scale_or_exit(quick: bool) -> str:
@@ -80,21 +72,8 @@ def make_scaled(
     from sims.markov import experiments as X
 
     scale = scale_or_exit(quick)
-    path = result_path(spec, results_dir, scale)
-    kw = {}
-    if "store" in inspect.signature(compute).parameters:
-        kw["store"] = JobStore(path.with_suffix(".parts"))
-        if recompute:
-            kw["store"].clear()
-    ds = X.run_or_load(
-        path,
-        lambda: compute(scale, **kw),
-        recompute=recompute,
-        config={"figure": spec.name, "scale": scale},
-        seed=0,
-    )
-    if "store" in kw:
-        kw["store"].clear()
+    ds = X.FigureRun(spec.name, spec.result_file, compute).run(results_dir, scale,
+                                                                 recompute=recompute)  # fmt: skip
     figs = plot(ds, scale)
     return [save_figure(fig, Path(out_dir) / image_name(name, scale), dpi=110)
             for name, fig in figs.items()]  # fmt: skip

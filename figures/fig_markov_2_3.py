@@ -13,13 +13,15 @@ matplotlib.use("Agg")
 
 from figures import FigureSpec, figure_main  # noqa: E402
 from figures._markov import scaled_make  # noqa: E402
+from sims.markov.experiments import FIGURE_RUNS  # noqa: E402
 from sims.markov.plotting import training_figure  # noqa: E402
 
+RUN = FIGURE_RUNS["markov_fig2_3"]  # the computation (sims), shared with the GPU campaign
 FIGURE = FigureSpec(
-    name="markov_fig2_3",
+    name=RUN.name,
     title="Full model: attention maps, KL to restricted truths and restricted-context models",
     paper_ref="seed004 Figures 2-3",
-    result_file="markov/fig2_3_full.nc",
+    result_file=RUN.result_file,
     producer="MARKOV_SCALE=paper python -m figures.fig_markov_2_3 --recompute  (GPU)",
     extra="torch",
     gpu=True,
@@ -27,9 +29,11 @@ FIGURE = FigureSpec(
 
 
 def compute(scale: str):
-    """Train the c-restricted models, then the unrestricted one with KL to them."""
-    from sims.markov import experiments as X
-    return X.train_with_references(X.full_exp(scale), device=X.device_from_env())
+    """Train the c-restricted models, then the unrestricted one with KL to them.
+
+    :func:`sims.markov.experiments.fig2_3` on ``$MARKOV_DEVICE``.
+    """
+    return RUN.compute(scale)
 
 
 def plot(ds, scale: str) -> dict:

@@ -22,86 +22,27 @@ import numpy as np  # noqa: E402
 
 from figures import FigureSpec, figure_main  # noqa: E402
 from figures._markov import scaled_make  # noqa: E402
+from sims.markov.experiments import FIGURE_RUNS  # noqa: E402
 
+RUN = FIGURE_RUNS["markov_fig5"]  # the computation (sims), shared with the GPU campaign
 FIGURE = FigureSpec(
-    name="markov_fig5",
+    name=RUN.name,
     title="Dataset size: fewer stages with less data; KL to restricted models",
     paper_ref="seed004 Figure 5, App. C.2",
-    result_file="markov/fig5_datasize.nc",
+    result_file=RUN.result_file,
     producer="python -m figures.fig_markov_5 --recompute",
     extra="torch",
 )
-
-SIZES = {"quick": (32, 64), "cpu": (500, 1500, 4000, 9000), "paper": (1000, 2000, 4000, 9000)}
-SEEDS = {"quick": (0,), "cpu": (0, 1), "paper": (0,)}
-KL_TO = {
-    "paper": "trained restricted-context models (c = one, two, all groups)",
-    "cpu": "restricted ground truths f_{A*_1:i} (Eq. 3)",
-    "quick": "restricted ground truths f_{A*_1:i} (Eq. 3)",
-}
-
-
-def run_size(job: tuple[str, int, int]):
-    """One (scale, size, seed) run: curves plus stage counts at the end and at the best step."""
-    from sims.markov import experiments as X
-    from sims.markov.train import detect_stages, stage_band, train
-
-    scale, n, seed = job
-    if scale == "paper":
-        exp = X.reseed(X.full_exp(scale, n_train=n, batch_size=min(n, 3000)), seed)
-        ds = X.train_with_references(exp, device=X.device_from_env())
-        kl = ds["kl_reference"]
-    else:
-        bs = min(n, 32 if scale == "quick" else 250)
-        exp = X.reseed(X.sweep_exp(scale, n_train=n, batch_size=bs), seed)
-        ds = train(exp, device=X.device_from_env()).ds
-        kl = ds["kl_restricted"]
-    rep = detect_stages(ds)
-    band = stage_band(ds)
-    i_best = int(np.argmin(ds.excess_loss.values))
-    best_step = int(ds.step[i_best])
-    kl = kl.rename({kl.dims[1]: "reference"}).assign_coords(
-        reference=[f"c{i + 1}" for i in range(kl.shape[1])]
-    )
-    out = ds[["excess_loss"]].assign(kl_context=kl)
-    if "kl_floor" in ds and scale != "paper":  # floors of KL to f_{A*_1:i} (issue 16)
-        out["kl_floor"] = ("reference", ds["kl_floor"].values)
-    out["n_stages"] = rep.n_stages
-    out["n_stages_min"] = band.attrs["min"]
-    out["n_stages_max"] = band.attrs["max"]
-    out["n_stages_at_best"] = int(np.isfinite(rep.group_times[rep.group_times <= best_step]).sum())
-    out["best_step"] = best_step
-    out["best_excess"] = float(ds.excess_loss[i_best])
-    out["closest_at_best"] = int(np.argmin(kl.values[i_best])) + 1  # nearest restricted model
-    return out
 
 
 def compute(scale: str, store=None):
     """All (size, seed) runs, in parallel on CPU, as one dataset with ``size`` and ``seed``.
 
-    ``store``: a :class:`sims.parallel.JobStore` keeping finished runs (resume after a crash).
+    :func:`sims.markov.experiments.fig5` (sizes :data:`~sims.markov.experiments.FIG5_SIZES`,
+    seeds :data:`~sims.markov.experiments.FIG5_SEEDS`) on ``$MARKOV_DEVICE``; ``store``: a
+    :class:`sims.parallel.JobStore` keeping finished runs (resume after a crash).
     """
-    import xarray as xr
-
-    from sims.parallel import pmap
-
-    jobs = [(scale, n, s) for n in SIZES[scale] for s in SEEDS[scale]]
-    workers = 1 if scale in ("quick", "paper") else None
-    runs = pmap(run_size, jobs, workers=workers, desc="Fig. 5 (size, seed) runs", store=store)
-    ns = len(SEEDS[scale])
-    rows = [
-        xr.concat(runs[i * ns : (i + 1) * ns], dim="seed", coords="minimal", compat="override")
-        for i in range(len(SIZES[scale]))
-    ]
-    ds = xr.concat(rows, dim="size", coords="minimal", compat="override")
-    ds = ds.assign_coords(size=list(SIZES[scale]), seed=list(SEEDS[scale]))
-    ds.attrs = {
-        "scale": scale,
-        "kl_to": KL_TO[scale],
-        "config_of_first_run": runs[0].attrs["config"],  # the others differ in n_train, seeds
-        "run_seconds": [float(r.attrs["seconds"]) for r in runs],
-    }
-    return ds
+    return RUN.compute(scale, store=store)
 
 
 def plot(ds, scale: str) -> dict:

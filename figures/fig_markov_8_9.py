@@ -12,13 +12,15 @@ matplotlib.use("Agg")
 
 from figures import FigureSpec, figure_main  # noqa: E402
 from figures._markov import scaled_make  # noqa: E402
+from sims.markov.experiments import FIGURE_RUNS  # noqa: E402
 from sims.markov.plotting import training_figure  # noqa: E402
 
+RUN = FIGURE_RUNS["markov_fig8_9"]  # the computation (sims), shared with the GPU campaign
 FIGURE = FigureSpec(
-    name="markov_fig8_9",
+    name=RUN.name,
     title="Reversed importance order: attention maps, loss and KL (full model)",
     paper_ref="seed004 Figures 8-9, App. C.4",
-    result_file="markov/fig8_9_reversed.nc",
+    result_file=RUN.result_file,
     producer="MARKOV_SCALE=paper python -m figures.fig_markov_8_9 --recompute  (GPU)",
     extra="torch",
     gpu=True,
@@ -26,14 +28,11 @@ FIGURE = FigureSpec(
 
 
 def compute(scale: str):
-    """Train the full model on the reversed-order chain."""
-    from sims.markov import experiments as X
-    from sims.markov.chain import ChainConfig
-    from sims.markov.train import train
+    """Train the full model on the reversed-order chain.
 
-    d, T = X._sizes(scale)
-    exp = X.full_exp(scale, chain=ChainConfig.reversed_order(d=d, T=T))
-    return train(exp, device=X.device_from_env()).ds
+    :func:`sims.markov.experiments.fig8_9` on ``$MARKOV_DEVICE``.
+    """
+    return RUN.compute(scale)
 
 
 def plot(ds, scale: str) -> dict:

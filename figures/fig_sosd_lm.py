@@ -8,8 +8,10 @@ cosine to 0.1× (Fig. 4c), cosine with weight decay 0 vs 0.1 (Fig. 5a), Muon vs 
 embeddings, 0.1M parameters) on its HMM corpus (V = 256, exact Bayes loss).
 
 Reads ``results/sosd_lm/cpu/<name>_seed<s>.{spectra.nc,history.nc,json}`` and
-``results/sosd_lm/cpu/summary.json``; computes missing runs (1000 steps each, about 1–2 min per
-run on one idle core, 18 runs). ``SOSD_LM_SCALE=gpu`` selects the GPU configuration (not run here).
+``results/sosd_lm/cpu/summary.json``; computes missing runs with
+:func:`sims.spectral_bridge.lm_sosd_runs` (1000 steps each, about 1–2 min per run on one idle
+core, 18 runs). ``SOSD_LM_SCALE=gpu`` selects the GPU configuration (on ``cuda``; not run here:
+the GPU campaign, ``python -m llm_validation campaign --stage sosd``, runs it).
 """
 
 from __future__ import annotations
@@ -31,56 +33,28 @@ FIGURE = FigureSpec(
     title="SoSD in small-LM pre-training: phases, schedules, weight decay, Muon",
     paper_ref="seed 002 Figs. 2-5",
     result_file="sosd_lm/cpu/summary.json",
-    producer="figures.fig_sosd_lm.compute() (sims.spectral_bridge.train_lm_with_spectra)",
+    producer="figures.fig_sosd_lm.compute() (sims.spectral_bridge.lm_sosd_runs)",
     extra="torch",
 )
 
-SEEDS = (0, 1, 2)
-NAMES = ("constant", "step", "wsd", "cosine", "cosine_wd", "wsd_muon")
 
+def compute(results_dir, *, scale: str = "cpu", names: Sequence[str] | None = None,
+            seeds: Sequence[int] | None = None, progress: bool = False) -> Path:  # fmt: skip
+    """Run the missing (name, seed) runs, then write the aggregated ``summary.json``.
 
-def _dir(results_dir, scale: str) -> Path:
-    return Path(results_dir) / "sosd_lm" / scale
+    :func:`sims.spectral_bridge.lm_sosd_runs` (default: every experiment, seeds 0, 1, 2).
+    """
+    from sims.spectral_bridge import lm_sosd_runs
 
-
-def compute(results_dir, *, scale: str = "cpu", names: Sequence[str] = NAMES,
-            seeds: Sequence[int] = SEEDS, progress: bool = False) -> Path:  # fmt: skip
-    """Run the missing (name, seed) runs, then write the aggregated ``summary.json``."""
-    from sims.io import provenance, read_json, write_json, write_netcdf
-    from sims.spectral_bridge import (
-        lm_decay_start,
-        lm_sosd_config,
-        lm_sosd_summary,
-        train_lm_with_spectra,
-    )
-
-    out = _dir(results_dir, scale)
-    for name in names:
-        for s in seeds:
-            stem = out / f"{name}_seed{s}"
-            if Path(f"{stem}.json").exists():
-                continue
-            cfg = lm_sosd_config(name, scale=scale, seed=s)
-            run, sp = train_lm_with_spectra(cfg, every=10 if scale != "quick" else 5,
-                                            progress=progress)  # fmt: skip
-            meta = provenance(cfg.to_dict(), seed=s, status=run.status)
-            write_netcdf(f"{stem}.spectra.nc", sp, meta=meta)
-            write_netcdf(f"{stem}.history.nc", run.history, meta=meta)
-            write_json(f"{stem}.json", lm_sosd_summary(run, sp, decay_start=lm_decay_start(cfg)),
-                       meta=meta)  # fmt: skip
-    runs = {}
-    for p in sorted(out.glob("*_seed*.json")):
-        runs[p.stem] = {k: v for k, v in read_json(p).items() if k != "meta"}
-    path = out / "summary.json"
-    write_json(path, {"runs": runs}, meta=provenance({"scale": scale, "names": list(names),
-                                                      "seeds": list(seeds)}))  # fmt: skip
-    return path
+    kw = {k: tuple(v) for k, v in (("names", names), ("seeds", seeds)) if v is not None}
+    return lm_sosd_runs(results_dir, scale=scale, progress=progress, **kw)
 
 
 def _load(results_dir, scale, name, seed):
     from sims.io import read_netcdf
+    from sims.spectral_bridge import lm_sosd_dir
 
-    stem = _dir(results_dir, scale) / f"{name}_seed{seed}"
+    stem = lm_sosd_dir(results_dir, scale) / f"{name}_seed{seed}"
     return read_netcdf(f"{stem}.spectra.nc"), read_netcdf(f"{stem}.history.nc")
 
 
@@ -189,11 +163,12 @@ def plot(results_dir, summary: dict, *, scale: str = "cpu", path=None):
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Render from the saved runs, computing missing ones."""
     from sims.io import read_json
+    from sims.spectral_bridge import lm_sosd_dir
 
     scale = "quick" if quick else os.environ.get("SOSD_LM_SCALE", "cpu")
-    seeds = (0,) if quick else SEEDS
+    seeds = (0,) if quick else None
     if recompute:
-        for p in _dir(results_dir, scale).glob("*_seed*"):
+        for p in lm_sosd_dir(results_dir, scale).glob("*_seed*"):
             p.unlink()
     path = compute(results_dir, scale=scale, seeds=seeds)
     out = Path(out_dir) / ("fig_sosd_lm_quick.png" if quick else f"fig_sosd_lm_{scale}.png")

@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import math
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,9 @@ __all__ = [
     "lm_sosd_config",
     "lm_sosd_summary",
     "lm_decay_start",
+    "LM_SOSD_SEEDS",
+    "lm_sosd_dir",
+    "lm_sosd_runs",
     "lora_matrices",
 ]
 
@@ -584,7 +588,8 @@ def train_lm_with_spectra(config, *, every: int = 10, snapshot_every: int | None
 
     The recorder runs as ``train_lm``'s callback (``callback_every = every``), so the run itself is
     unchanged. The step-0 state is the model ``train_lm`` builds (``torch.manual_seed(seed)`` then
-    ``GPT(config.model)``; tested to equal a zero-learning-rate run).
+    ``GPT(config.model)``; tested to equal a zero-learning-rate run). The spectra are computed on
+    ``config.device`` (the step-0 copy is moved there too; ``"cuda"`` is untested here: no GPU).
 
     Args:
         config: a :class:`sims.lm.LMTrainConfig`.
@@ -604,12 +609,14 @@ def train_lm_with_spectra(config, *, every: int = 10, snapshot_every: int | None
     """
     import torch
 
+    from .devices import check_device
     from .lm import GPT, train_lm
 
+    check_device(config.device)  # before building anything
     if snapshot_every is None:
         snapshot_every = max(every, (config.steps // 20) // every * every)
     torch.manual_seed(config.seed)
-    init = GPT(config.model)
+    init = GPT(config.model).to(config.device)
     rec = SpectralRecorder(init, every=every, include=include, exclude=exclude, dtype=dtype,
                            snapshot_every=snapshot_every, group=_lm_group)  # fmt: skip
     rec.record(0)
@@ -637,8 +644,11 @@ LM_EXPERIMENTS = {
 }
 
 
-def lm_sosd_config(name: str, *, scale: str = "cpu", seed: int = 0):
+def lm_sosd_config(name: str, *, scale: str = "cpu", seed: int = 0, device: str | None = None):
     """The :data:`LM_EXPERIMENTS` run ``name`` at ``scale`` (``"quick"``, ``"cpu"``, ``"gpu"``).
+
+    ``device``: the torch device of the run (default ``"cuda"`` at the ``gpu`` scale, else
+    ``"cpu"``).
 
     * ``cpu`` (minutes each on one core): the :mod:`sims.lm` default decoder (2 layers, width
       64, 2 heads, RoPE, RMSNorm, ReLU², tied embeddings; 0.1M parameters) on the default HMM
@@ -646,7 +656,7 @@ def lm_sosd_config(name: str, *, scale: str = "cpu", seed: int = 0):
       lr 3e-3 (Muon: the same rate, matched to AdamW's RMS), 50 warm-up steps, 1000 steps,
       validation every 20 steps.
     * ``gpu``: 6 layers, width 384, 6 heads, T = 256, batch 64, 20k steps, validation every 100
-      (about 11M parameters; for a CUDA machine, not run on CPU).
+      (about 11M parameters; for a CUDA machine, not run on CPU; CUDA untested in CI).
     * ``quick``: 60 steps of a width-32 model (tests).
     """
     from .lm import CorpusConfig, GPTConfig, LMTrainConfig
@@ -666,7 +676,72 @@ def lm_sosd_config(name: str, *, scale: str = "cpu", seed: int = 0):
                              seed=seed, threads=None)  # fmt: skip
     else:
         raise ValueError(f"`scale` must be 'quick', 'cpu' or 'gpu'; got {scale!r}.")
-    return base.replace(**LM_EXPERIMENTS[name])
+    if device is None:
+        device = "cuda" if scale == "gpu" else "cpu"
+    return base.replace(device=device, **LM_EXPERIMENTS[name])
+
+
+#: The seeds of each :data:`LM_EXPERIMENTS` run (seed 002 Figs. 2–5 analogs).
+LM_SOSD_SEEDS = (0, 1, 2)
+
+
+def lm_sosd_dir(results_dir, scale: str):
+    """``results_dir/sosd_lm/<scale>``: one ``<name>_seed<s>`` stem per run, and ``summary.json``.
+
+    Each run writes ``<stem>.spectra.nc`` (:func:`train_lm_with_spectra`), ``<stem>.history.nc``
+    (the :class:`sims.lm.LMRun` history) and ``<stem>.json`` (:func:`lm_sosd_summary`), each with
+    the run's config and provenance.
+    """
+    return Path(results_dir) / "sosd_lm" / scale
+
+
+def lm_sosd_runs(results_dir, *, scale: str = "cpu", names: Sequence[str] = tuple(LM_EXPERIMENTS),
+                 seeds: Sequence[int] = LM_SOSD_SEEDS, device: str | None = None,
+                 progress: bool = False):  # fmt: skip
+    """Run the missing (name, seed) LM runs with spectra, then write the aggregated summary.
+
+    A run whose ``<stem>.json`` exists is kept (so an interrupted sweep resumes run by run); the
+    others run :func:`train_lm_with_spectra` (spectra every 10 steps; 5 at the quick scale) and
+    write their three files under :func:`lm_sosd_dir`. Then ``summary.json`` there collects every
+    run's summary (``{"runs": {"<name>_seed<s>": ...}}``) with provenance of ``scale``, ``names``
+    and ``seeds``.
+
+    Args:
+        results_dir: the results folder.
+        scale: ``"quick"``, ``"cpu"`` or ``"gpu"`` (:func:`lm_sosd_config`).
+        device: the torch device (default: ``"cuda"`` at the ``gpu`` scale, else ``"cpu"``).
+        names: :data:`LM_EXPERIMENTS` names.
+        seeds: the seeds of each name.
+        progress: tqdm bars.
+
+    Returns:
+        The path of ``summary.json``.
+    """
+    from .io import ensure_writable, provenance, read_json, write_json, write_netcdf
+
+    out = lm_sosd_dir(results_dir, scale)
+    ensure_writable(out, kind="dir", arg="results_dir")
+    # every config first: a bad name or scale fails before any run
+    cfgs = {(n, s): lm_sosd_config(n, scale=scale, seed=s, device=device)
+            for n in names for s in seeds}  # fmt: skip
+    for (name, s), cfg in cfgs.items():
+        stem = out / f"{name}_seed{s}"
+        if Path(f"{stem}.json").exists():
+            continue
+        run, sp = train_lm_with_spectra(cfg, every=10 if scale != "quick" else 5,
+                                        progress=progress)  # fmt: skip
+        meta = provenance(cfg.to_dict(), seed=s, status=run.status)
+        write_netcdf(f"{stem}.spectra.nc", sp, meta=meta)
+        write_netcdf(f"{stem}.history.nc", run.history, meta=meta)
+        write_json(f"{stem}.json", lm_sosd_summary(run, sp, decay_start=lm_decay_start(cfg)),
+                   meta=meta)  # fmt: skip
+    runs = {}
+    for p in sorted(out.glob("*_seed*.json")):
+        runs[p.stem] = {k: v for k, v in read_json(p).items() if k != "meta"}
+    path = out / "summary.json"
+    write_json(path, {"runs": runs}, meta=provenance({"scale": scale, "names": list(names),
+                                                      "seeds": list(seeds)}))  # fmt: skip
+    return path
 
 
 def lm_decay_start(config) -> float | None:

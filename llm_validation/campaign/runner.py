@@ -224,12 +224,21 @@ def _watchdog(ctx: Context, fired: list[bool]) -> Iterator[None]:
     """Deliver ``SIGINT`` to this process at the deadline (a real signal wakes blocking waits).
 
     A timer thread rather than ``SIGALRM``: math-verify's parse timeouts use ``SIGALRM`` and
-    would cancel ours. A lock keeps the signal from arriving after the block has ended.
+    would cancel ours. A lock keeps the signal from arriving after the block has ended. A process
+    started in the background of a non-interactive shell (``cmd &``, ``nohup``) inherits
+    ``SIGINT`` ignored, so the signal would be lost: Python's Ctrl-C handler is installed for the
+    block and the old disposition restored after.
     """
     left = ctx.remaining()
     if left == float("inf"):
         yield
         return
+    ignored = (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    )
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     lock = threading.Lock()
     done = [False]
 
@@ -249,6 +258,8 @@ def _watchdog(ctx: Context, fired: list[bool]) -> Iterator[None]:
         with lock:
             done[0] = True
         timer.cancel()
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_campaign(

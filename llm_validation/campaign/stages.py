@@ -612,33 +612,24 @@ def markov_summary(ds) -> tuple[dict, list[str], list[list]]:
     return figs, header, rows
 
 
-def _markov_stage(module: str, name: str):
-    """A stage that renders ``figures.<module>`` at the paper scale (``quick`` in rehearsals)."""
+def _markov_stage(name: str):
+    """A stage that runs seed 004's figure ``name`` at the paper scale (``quick`` in rehearsals).
+
+    The computation and its result file are the figure's own
+    (:data:`sims.markov.experiments.FIGURE_RUNS`), on the campaign's device; the result (with
+    provenance) goes to ``work/markov/results/markov/<scale>/``, where ``python -m figures``
+    with ``MARKOV_SCALE`` set finds it, and Figure 5's finished runs are kept in its
+    ``.parts`` folder, so a cut stage resumes.
+    """
 
     def stage(ctx: Context) -> dict:
-        import importlib
+        from sims.markov.experiments import FIGURE_RUNS
 
-        from figures._markov import result_path
-        from sims.io import read_netcdf
-
-        mod = importlib.import_module(f"figures.{module}")
-        quick = ctx.rehearsal
-        old = {k: os.environ.get(k) for k in ("MARKOV_SCALE", "MARKOV_DEVICE")}
-        os.environ["MARKOV_SCALE"] = "paper" if not quick else "cpu"
-        os.environ["MARKOV_DEVICE"] = ctx.device
-        try:
-            wd = ctx.work_dir("markov")
-            mod.make(wd / "figures", results_dir=wd / "results", quick=quick)
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-        scale = "quick" if quick else "paper"
-        ds = read_netcdf(result_path(mod.FIGURE, wd / "results", scale))
+        scale = "quick" if ctx.rehearsal else "paper"
+        wd = ctx.work_dir("markov")
+        ds = FIGURE_RUNS[name].run(wd / "results", scale, device=ctx.device)
         sd = ctx.stage_dir(name)
-        if module == "fig_markov_5":
+        if name == "markov_fig5":
             figs, header, rows = _fig5_summary(ds)
         else:
             figs, header, rows = markov_summary(ds)
@@ -961,26 +952,15 @@ SOSD_SIZES = {
 def sosd(ctx: Context) -> dict:
     """Seed 002's LM runs (:data:`sims.spectral_bridge.LM_EXPERIMENTS`) at their GPU configuration.
 
-    Runs the (name, seed) runs in priority order until the stage's time is up (each finished
-    run is kept; a rerun continues), and copies each run's summary (onset, loss knee, ΔΣ
-    levels, final validation loss) into the stage folder. Blocked while
-    :class:`sims.lm.LMTrainConfig` has no ``device`` field: :func:`sims.lm.train_lm` trains on
-    the CPU only, and the GPU configuration (20,000 steps of an 11M-parameter decoder per run)
-    cannot run on a CPU in a stage.
+    Runs the (name, seed) runs (:func:`sims.spectral_bridge.lm_sosd_runs`) on the campaign's
+    device (``cuda`` at the GPU size, the CPU in rehearsals) in priority order until the stage's
+    time is up (each finished run is kept; a rerun continues), and copies each run's summary
+    (onset, loss knee, ΔΣ levels, final validation loss) into the stage folder.
     """
-    from figures.fig_sosd_lm import compute
     from sims.io import read_json
-    from sims.lm import LMTrainConfig
+    from sims.spectral_bridge import lm_sosd_dir, lm_sosd_runs
 
     sz = SOSD_SIZES[ctx.size]
-    fields = {f.name for f in dataclasses.fields(LMTrainConfig)}
-    if sz["scale"] == "gpu" and "device" not in fields:
-        return {
-            "status": "blocked",
-            "figures": {"runs": {}},
-            "message": "sims.lm.train_lm has no device option (CPU only): the GPU "
-            "configuration cannot run on the GPU",
-        }
     wd = ctx.work_dir("sosd") / "results"
     sd = ctx.stage_dir("sosd")
     t_start = time.perf_counter()
@@ -988,14 +968,14 @@ def sosd(ctx: Context) -> dict:
     todo = [(n, s) for s in sz["seeds"] for n in sz["names"]]
     done = 0
     for name, seed in todo:
-        stem = wd / "sosd_lm" / sz["scale"] / f"{name}_seed{seed}"
+        stem = lm_sosd_dir(wd, sz["scale"]) / f"{name}_seed{seed}"
         if not Path(f"{stem}.json").exists():
             spent = time.perf_counter() - t_start
             est = (spent / len(per_run)) if per_run else 0.0
             if not ctx.rehearsal and per_run and spent + est > 540:
                 break
             t0 = time.perf_counter()
-            compute(wd, scale=sz["scale"], names=(name,), seeds=(seed,))
+            lm_sosd_runs(wd, scale=sz["scale"], names=(name,), seeds=(seed,), device=ctx.device)
             per_run.append(time.perf_counter() - t0)
             if read_json(f"{stem}.json").get("meta", {}).get("status") != "success":
                 for p in stem.parent.glob(f"{stem.name}.*"):
@@ -1059,7 +1039,7 @@ STAGES = (
         "wheels (netCDF4); MARKOV_SCALE=paper on CUDA",
         "4 one-block models x 2000 steps at ~10-15 ms (overhead-bound) + 100 evaluations each: "
         "~4 x 45 s; best restricted truths by Monte Carlo once (1-4 min of CPU at d = 50)",
-        _markov_stage("fig_markov_2_3", "markov_fig2_3"),
+        _markov_stage("markov_fig2_3"),
     ),
     StageSpec(
         "confirm",
@@ -1078,7 +1058,7 @@ STAGES = (
         300,
         "wheels (netCDF4); MARKOV_SCALE=paper on CUDA",
         "1 model x 2000 steps (~45 s) + best restricted truths of a new chain (1-4 min CPU)",
-        _markov_stage("fig_markov_8_9", "markov_fig8_9"),
+        _markov_stage("markov_fig8_9"),
     ),
     StageSpec(
         "markov_fig5",
@@ -1088,14 +1068,14 @@ STAGES = (
         "wheels (netCDF4); MARKOV_SCALE=paper on CUDA",
         "4 sizes x 4 models x ~45 s = ~720 s: may need two commands (finished (size, seed) "
         "runs are kept in the result's .parts folder and the stage resumes)",
-        _markov_stage("fig_markov_5", "markov_fig5"),
+        _markov_stage("markov_fig5"),
     ),
     StageSpec(
         "sosd",
         "seed 002 Figs. 2-5 LM runs at the GPU configuration (6 layers, width 384, "
         "T = 256, 20,000 steps), as many as fit",
         540,
-        "a device option in sims.lm.train_lm (missing: the stage reports `blocked`)",
+        "CUDA (sims.lm.train_lm trains on the campaign's device); nothing carried",
         "18 runs of 20,000 steps; ~4-5 min each if a step takes ~10 ms: one or two per command",
         sosd,
     ),

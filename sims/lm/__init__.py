@@ -38,6 +38,9 @@ Training (:mod:`sims.lm.train`): :class:`LMTrainConfig` (frozen, validated; ``to
 * ``checkpoint``: resume from the file when it exists (same config only; the resumed run is
   bit-identical to an uninterrupted one), written every ``checkpoint_every`` steps, at the end
   and on Ctrl-C (the run then returns with status ``"cancelled"`` and says how to resume);
+* ``device`` (default ``"cpu"``; ``"cuda"`` on a GPU): model, optimizer state, batches, validation
+  and the callbacks' model live there; the initial weights are drawn on the CPU, so they do not
+  depend on the device (CUDA is untested in CI: no GPU there);
 * non-finite gradients: ``nonfinite="raise"`` stops with a clear error (nothing updated) or
   ``"skip"`` skips the step (``history.attrs["skipped_steps"]``);
 * every result carries ``attrs["config"]`` and ``attrs["meta"]`` (provenance: seed, package

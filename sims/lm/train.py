@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from sims.devices import check_device
 from sims.optim import SAMFamily, build_optimizer
 from sims.optim.factory import OPTIMIZERS, SAM_FAMILY
 from sims.optim.torch_sam import NonFiniteGradientError, global_norm
@@ -58,6 +59,12 @@ class LMTrainConfig:
         checkpoint_every: checkpoint every this many steps (when a checkpoint path is given).
         seed: initialization and data order (the same for every optimizer with this seed).
         threads: torch CPU threads during the run (None: leave as is).
+        device: the torch device of the model, its optimizer state, the batches, the validation
+            and the callbacks' model (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...). The model is
+            built on the CPU from ``seed`` and then moved, so every device starts from the same
+            weights; on the CPU the run is bit-identical to a run without this option (tested).
+            CUDA runs are untested here (no GPU in CI): the GPU kernels differ in rounding, so
+            results agree with the CPU's only to float32 round-off, growing over steps.
         nonfinite: ``"raise"`` (stop with a clear error, nothing updated) or ``"skip"`` the step
             (counted in ``attrs["skipped_steps"]``).
     """
@@ -83,6 +90,7 @@ class LMTrainConfig:
     checkpoint_every: int = 100
     seed: int = 0
     threads: int | None = 1
+    device: str = "cpu"
     nonfinite: str = "raise"
 
     def __post_init__(self):
@@ -125,6 +133,13 @@ class LMTrainConfig:
             )
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"`threads` must be None or a positive int; got {self.threads!r}.")
+        if not isinstance(self.device, str):
+            raise TypeError(f"`device` must be a str such as 'cpu' or 'cuda'; got {self.device!r}.")
+        try:
+            torch.device(self.device)
+        except (RuntimeError, TypeError) as exc:  # availability: train_lm, before any work
+            raise ValueError(f"`device`={self.device!r} is not a torch device ({exc}); use 'cpu' "
+                             "or 'cuda'.") from None  # fmt: skip
         check_schedule(
             self.schedule, total_steps=self.steps, warmup_steps=self.warmup_steps,
             step_fractions=tuple(self.step_fractions), step_factor=self.step_factor,
@@ -228,12 +243,16 @@ def lm_loss(
 
 @torch.no_grad()
 def evaluate_lm(model: torch.nn.Module, data: np.ndarray, *, batch_size: int = 64) -> float:
-    """Mean next-token cross-entropy (nats) of ``model`` on sequences ``data`` ``(n, T + 1)``."""
+    """Mean next-token cross-entropy (nats) of ``model`` on sequences ``data`` ``(n, T + 1)``.
+
+    The batches go to the device of the model's parameters.
+    """
     was_training = model.training
     model.eval()
+    device = next(model.parameters()).device
     total, count = 0.0, 0
     for i in range(0, len(data), batch_size):
-        chunk = torch.as_tensor(data[i : i + batch_size])
+        chunk = torch.as_tensor(data[i : i + batch_size], device=device)
         logits = model(chunk[:, :-1])
         total += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                        chunk[:, 1:].reshape(-1), reduction="sum"))  # fmt: skip
@@ -270,6 +289,8 @@ def _load_checkpoint(path: Path, config: LMTrainConfig) -> dict[str, Any] | None
         return None
     state = torch.load(path, map_location="cpu", weights_only=True)
     saved = state.get("config")
+    if saved is not None:
+        saved.setdefault("device", "cpu")  # checkpoints from before the device option
     if saved != config.to_dict():
         diff = sorted(k for k in config.to_dict() if (saved or {}).get(k) != config.to_dict()[k])
         raise ValueError(
@@ -341,10 +362,13 @@ def train_lm(
 
     Raises:
         NonFiniteGradientError: with ``nonfinite="raise"``, naming the step (nothing updated).
-        ValueError: for an incompatible corpus or checkpoint, or a bad ``callback_every``.
+        ValueError: for an incompatible corpus or checkpoint, a bad ``callback_every``, or a
+            ``config.device`` that this machine lacks (e.g. ``"cuda"`` without a GPU), before
+            any work.
     """
     if not isinstance(config, LMTrainConfig):
         raise TypeError(f"`config` must be an LMTrainConfig; got {type(config).__name__}.")
+    check_device(config.device)  # e.g. 'cuda' on a machine without one: before any work
     if not isinstance(callback_every, int) or callback_every < 0:
         raise ValueError(f"`callback_every` must be an int >= 0; got {callback_every!r}.")
     if callback is not None and not callable(callback):
@@ -377,8 +401,9 @@ def train_lm(
 
 
 def _train(config, corpus, callback, callback_every, ckpt, progress) -> LMRun:
+    device = torch.device(config.device)
     torch.manual_seed(config.seed)
-    model = GPT(config.model)
+    model = GPT(config.model).to(device)  # built on the CPU: the same weights on every device
     options = dict(config.optimizer_options)
     if config.optimizer in SAM_FAMILY:
         options.setdefault("nonfinite", config.nonfinite)
@@ -402,7 +427,8 @@ def _train(config, corpus, callback, callback_every, ckpt, progress) -> LMRun:
         hist = {k: list(v) for k, v in state["history"].items()}
         evals = [tuple(e) for e in state["evals"]]
         cb = [(s, dict(r)) for s, r in state["callback"]]
-        batch = tuple(torch.as_tensor(b) for b in state["batch"]) if state["batch"] else None
+        batch = (tuple(torch.as_tensor(b, device=device) for b in state["batch"])
+                 if state["batch"] else None)  # fmt: skip
     else:
         evals.append((0, evaluate_lm(model, corpus.val, batch_size=max(config.batch_size, 64))))
         batch = None
@@ -411,7 +437,7 @@ def _train(config, corpus, callback, callback_every, ckpt, progress) -> LMRun:
         return {"config": config.to_dict(), "step": step, "skipped": skipped,
                 "last_callback": last_cb, "model": model.state_dict(),
                 "optimizer": opt.state_dict(), "history": hist, "evals": evals, "callback": cb,
-                "batch": list(batch) if batch is not None else []}  # fmt: skip
+                "batch": [b.cpu() for b in batch] if batch is not None else []}  # fmt: skip
 
     def after_step(done: int) -> None:
         """Callback, validation and checkpoint due after ``done`` steps (each at most once)."""
@@ -456,7 +482,7 @@ def _train(config, corpus, callback, callback_every, ckpt, progress) -> LMRun:
         for step in steps:
             factor = lr_factor(step, config.steps, config.schedule, **sched)
             idx = batch_indices(len(corpus.train), config.batch_size, seed=config.seed, step=step)
-            seqs = torch.as_tensor(corpus.train[idx])
+            seqs = torch.as_tensor(corpus.train[idx], device=device)
             x, y = seqs[:, :-1], seqs[:, 1:]  # (B, T)
             xs, ys = x.chunk(k), y.chunk(k)
             t0 = time.perf_counter()

@@ -23,6 +23,14 @@ false (default ``"cpu"``); ``MARKOV_DEVICE`` the torch device they train on (def
 available, else ``cpu``). Every result is written with :func:`sims.io.write_netcdf` and
 provenance; :func:`run_or_load` reads it back when it exists.
 
+The figure computations that more than the figure modules need (the GPU campaign,
+:mod:`llm_validation.campaign`, runs them at the paper scale) live here, each once:
+:func:`fig2_3`, :func:`fig8_9` and :func:`fig5` (with :func:`fig5_run` and its tables
+:data:`FIG5_SIZES`, :data:`FIG5_SEEDS`, :data:`FIG5_KL_TO`), registered with their result files
+in :data:`FIGURE_RUNS`. A :class:`FigureRun` places its result by scale (:func:`result_path`:
+``results/markov/<scale>/`` for the non-CPU scales) and runs or loads it with provenance; the
+``figures.fig_markov_*`` modules and the campaign both call it, so both write the same files.
+
 The paper-scale runs on one GPU (results under ``results/markov/paper/``, images
 ``markov_*_paper.png``; the multi-run figures run their jobs in sequence on the one device and
 keep finished runs in ``<result>.parts/`` so an interrupted sweep resumes)::
@@ -39,9 +47,11 @@ Every run there also computes the best restricted truths once (Monte Carlo, 100 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +70,16 @@ __all__ = [
     "flow_config",
     "run_or_load",
     "train_with_references",
+    "result_path",
+    "FigureRun",
+    "FIGURE_RUNS",
+    "fig2_3",
+    "fig8_9",
+    "fig5",
+    "fig5_run",
+    "FIG5_SIZES",
+    "FIG5_SEEDS",
+    "FIG5_KL_TO",
 ]
 
 SCALES = ("quick", "cpu", "paper")
@@ -165,18 +185,38 @@ def flow_config(scale: str, **over) -> FlowConfig:
     return FlowConfig(**base)
 
 
-def run_or_load(path: Path, compute: Callable[[], object], *, recompute: bool = False,
-                config: Mapping | None = None, seed: int | None = None):  # fmt: skip
-    """Read the NetCDF result at ``path``; compute, stamp with provenance and save it first."""
+def run_or_load(path: Path, compute: Callable[..., object], *, recompute: bool = False,
+                config: Mapping | None = None, seed: int | None = None,
+                resumable: bool = False):  # fmt: skip
+    """Read the NetCDF result at ``path``; compute, stamp with provenance and save it first.
+
+    Args:
+        path: the result file.
+        compute: ``compute()`` returns the dataset; with ``resumable``, ``compute(store=...)``.
+        recompute: compute even when ``path`` exists (and clear the job store first).
+        config: recorded in the file's provenance.
+        seed: recorded in the file's provenance.
+        resumable: give ``compute`` a :class:`sims.parallel.JobStore` next to the result
+            (``<path stem>.parts/``) that keeps finished jobs while it runs, so an interrupted
+            sweep resumes; the store is removed once the result file is written.
+    """
     from sims.io import provenance, read_netcdf, write_netcdf
+    from sims.parallel import JobStore
 
     path = Path(path)
+    store = JobStore(path.with_suffix(".parts")) if resumable else None
     if path.exists() and not recompute:
-        return read_netcdf(path)
-    ds = compute()
-    status = ds.attrs.get("status", "success") if hasattr(ds, "attrs") else "success"
-    write_netcdf(path, ds, meta=provenance(config or {}, seed=seed, status=status))
-    return read_netcdf(path)
+        ds = read_netcdf(path)
+    else:
+        if store is not None and recompute:
+            store.clear()
+        ds = compute(store=store) if store is not None else compute()
+        status = ds.attrs.get("status", "success") if hasattr(ds, "attrs") else "success"
+        write_netcdf(path, ds, meta=provenance(config or {}, seed=seed, status=status))
+        ds = read_netcdf(path)
+    if store is not None:
+        store.clear()
+    return ds
 
 
 def train_with_references(exp, contexts: tuple[int, ...] | None = None,
@@ -202,3 +242,188 @@ def train_with_references(exp, contexts: tuple[int, ...] | None = None,
             train(sub, data=data, progress=progress, device=device).model, data.test
         )
     return train(exp, data=data, reference=refs, progress=progress, device=device).ds
+
+
+# ---------------------------------------------------------------------------------------------
+# Figure runs shared by the figure modules and the GPU campaign
+# ---------------------------------------------------------------------------------------------
+
+
+def result_path(result_file: str, results_dir, scale: str) -> Path:
+    """``results_dir / result_file``, under ``markov/<scale>/`` for the non-CPU scales.
+
+    So a quick or paper-scale run never overwrites the CPU-scale result.
+
+    >>> result_path("markov/fig5_datasize.nc", "results", "paper").as_posix()
+    'results/markov/paper/fig5_datasize.nc'
+    >>> result_path("markov/fig5_datasize.nc", "results", "cpu").as_posix()
+    'results/markov/fig5_datasize.nc'
+    """
+    if scale not in SCALES:
+        raise ValueError(f"`scale`={scale!r} unknown; use one of {SCALES}.")
+    rel = result_file if scale == "cpu" else result_file.replace("markov/", f"markov/{scale}/")
+    return Path(results_dir) / rel
+
+
+@dataclasses.dataclass(frozen=True)
+class FigureRun:
+    """A seed-004 figure's computation and where its result lives.
+
+    Attributes:
+        name: the figure's name (``python -m figures --only NAME``).
+        result_file: its result relative to the results folder, at the CPU scale
+            (:func:`result_path` places the other scales).
+        compute: ``compute(scale, **options)`` returns the result dataset; a ``store``
+            parameter makes the run resumable (:func:`run_or_load`).
+    """
+
+    name: str
+    result_file: str
+    compute: Callable[..., Any]
+
+    def path(self, results_dir, scale: str) -> Path:
+        """The result file at ``scale`` (:func:`result_path`)."""
+        return result_path(self.result_file, results_dir, scale)
+
+    def run(self, results_dir, scale: str, *, recompute: bool = False, **options):
+        """The result at ``scale``: read when saved, else computed and saved with provenance.
+
+        ``options`` (e.g. ``device``) go to ``compute``; the provenance config is
+        ``{"figure": name, "scale": scale}`` with seed 0.
+        """
+        path = self.path(results_dir, scale)
+        resumable = "store" in inspect.signature(self.compute).parameters
+
+        def compute(**kw):
+            return self.compute(scale, **options, **kw)
+
+        return run_or_load(path, compute, recompute=recompute, resumable=resumable,
+                           config={"figure": self.name, "scale": scale}, seed=0)  # fmt: skip
+
+
+def _device(device: str | None) -> str:
+    """``device`` (default :func:`device_from_env`), checked before any work."""
+    from sims.devices import check_device
+
+    device = device or device_from_env()
+    check_device(device)
+    return device
+
+
+def fig2_3(scale: str, *, device: str | None = None):
+    """Figures 2-3: the c-restricted full models, then the unrestricted one with KL to them.
+
+    ``device``: the torch device (default :func:`device_from_env`).
+    """
+    device = _device(device)
+    return train_with_references(full_exp(scale), device=device)
+
+
+def fig8_9(scale: str, *, device: str | None = None):
+    """Figures 8-9 (App. C.4): the full model on the reversed-importance-order chain."""
+    from .train import train
+
+    device = _device(device)
+    d, T = _sizes(scale)
+    exp = full_exp(scale, chain=ChainConfig.reversed_order(d=d, T=T))
+    return train(exp, device=device).ds
+
+
+#: Figure 5's training-set sizes, seeds and the references of its KL panel, per scale.
+FIG5_SIZES = {"quick": (32, 64), "cpu": (500, 1500, 4000, 9000), "paper": (1000, 2000, 4000, 9000)}
+FIG5_SEEDS = {"quick": (0,), "cpu": (0, 1), "paper": (0,)}
+FIG5_KL_TO = {
+    "paper": "trained restricted-context models (c = one, two, all groups)",
+    "cpu": "restricted ground truths f_{A*_1:i} (Eq. 3)",
+    "quick": "restricted ground truths f_{A*_1:i} (Eq. 3)",
+}
+
+
+def fig5_run(job: tuple):
+    """One Figure 5 run: curves, and the stage counts at the end and at the best step.
+
+    ``job`` is ``(scale, size, seed)`` or ``(scale, size, seed, device)``. Paper scale: the full
+    model with KL to trained restricted-context models (:func:`train_with_references`); other
+    scales: :func:`sweep_exp` with KL to the restricted ground truths, batch ``min(n, 32)``
+    (quick) or ``min(n, 250)`` (cpu).
+    """
+    from .train import detect_stages, stage_band, train
+
+    scale, n, seed = job[:3]
+    device = _device(job[3] if len(job) > 3 else None)
+    if scale == "paper":
+        exp = reseed(full_exp(scale, n_train=n, batch_size=min(n, 3000)), seed)
+        ds = train_with_references(exp, device=device)
+        kl = ds["kl_reference"]
+    else:
+        bs = min(n, 32 if scale == "quick" else 250)
+        exp = reseed(sweep_exp(scale, n_train=n, batch_size=bs), seed)
+        ds = train(exp, device=device).ds
+        kl = ds["kl_restricted"]
+    rep = detect_stages(ds)
+    band = stage_band(ds)
+    i_best = int(np.argmin(ds.excess_loss.values))
+    best_step = int(ds.step[i_best])
+    kl = kl.rename({kl.dims[1]: "reference"}).assign_coords(
+        reference=[f"c{i + 1}" for i in range(kl.shape[1])]
+    )
+    out = ds[["excess_loss"]].assign(kl_context=kl)
+    if "kl_floor" in ds and scale != "paper":  # floors of KL to f_{A*_1:i} (issue 16)
+        out["kl_floor"] = ("reference", ds["kl_floor"].values)
+    out["n_stages"] = rep.n_stages
+    out["n_stages_min"] = band.attrs["min"]
+    out["n_stages_max"] = band.attrs["max"]
+    out["n_stages_at_best"] = int(np.isfinite(rep.group_times[rep.group_times <= best_step]).sum())
+    out["best_step"] = best_step
+    out["best_excess"] = float(ds.excess_loss[i_best])
+    out["closest_at_best"] = int(np.argmin(kl.values[i_best])) + 1  # nearest restricted model
+    return out
+
+
+def fig5(scale: str, *, store=None, device: str | None = None):
+    """Figure 5 (App. C.2): every (size, seed) run of :data:`FIG5_SIZES` x :data:`FIG5_SEEDS`.
+
+    In parallel over the CPU cores at the CPU scale (:func:`sims.parallel.pmap`), one after the
+    other at the quick and paper scales (one device). Returns one dataset with ``size`` and
+    ``seed`` dimensions.
+
+    Args:
+        scale: ``"quick"``, ``"cpu"`` or ``"paper"``.
+        store: a :class:`sims.parallel.JobStore` keeping finished runs (resume after a crash).
+        device: the torch device (default :func:`device_from_env`, resolved in each run).
+    """
+    import xarray as xr
+
+    from sims.parallel import pmap
+
+    if device is not None:
+        _device(device)  # before any run
+    tail = () if device is None else (device,)  # the job's repr keys the store
+    jobs = [(scale, n, s, *tail) for n in FIG5_SIZES[scale] for s in FIG5_SEEDS[scale]]
+    workers = 1 if scale in ("quick", "paper") else None
+    runs = pmap(fig5_run, jobs, workers=workers, desc="Fig. 5 (size, seed) runs", store=store)
+    ns = len(FIG5_SEEDS[scale])
+    rows = [
+        xr.concat(runs[i * ns : (i + 1) * ns], dim="seed", coords="minimal", compat="override")
+        for i in range(len(FIG5_SIZES[scale]))
+    ]
+    ds = xr.concat(rows, dim="size", coords="minimal", compat="override")
+    ds = ds.assign_coords(size=list(FIG5_SIZES[scale]), seed=list(FIG5_SEEDS[scale]))
+    ds.attrs = {
+        "scale": scale,
+        "kl_to": FIG5_KL_TO[scale],
+        "config_of_first_run": runs[0].attrs["config"],  # the others differ in n_train, seeds
+        "run_seconds": [float(r.attrs["seconds"]) for r in runs],
+    }
+    return ds
+
+
+#: The figure runs that the GPU campaign needs (:mod:`llm_validation.campaign`), by figure name.
+FIGURE_RUNS = {
+    r.name: r
+    for r in (
+        FigureRun("markov_fig2_3", "markov/fig2_3_full.nc", fig2_3),
+        FigureRun("markov_fig8_9", "markov/fig8_9_reversed.nc", fig8_9),
+        FigureRun("markov_fig5", "markov/fig5_datasize.nc", fig5),
+    )
+}

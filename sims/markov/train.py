@@ -51,6 +51,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from sims.devices import check_device
+
 from .chain import BatchSampler, ChainConfig, MarkovChain, MarkovData, OnlineStream, make_dataset
 from .models import FullConfig, MinimalConfig, build_model, param_groups
 
@@ -469,30 +471,6 @@ def evaluate(model: torch.nn.Module, data: MarkovData,
     out["excess_loss"] = out["test_loss"] - ev.entropy
     out["group_mass"] = group_mass(out["attention"], data.chain.config)
     return out
-
-
-def check_device(device: str | torch.device) -> torch.device:
-    """Parse ``device`` and check that this torch build can use it (before any work).
-
-    Raises:
-        ValueError: for an unknown device string, or a CUDA/MPS device that this torch build or
-            machine does not have (e.g. ``"cuda"`` on the CPU wheel ``torch==2.13.0``).
-    """
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"`device`={device!r} is not a torch device ({exc}); use 'cpu' or "
-                         "'cuda'.") from None  # fmt: skip
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        build = torch.version.cuda or "none (CPU-only build)"
-        raise ValueError(
-            f"`device`={device!r} but torch {torch.__version__} has no usable CUDA device "
-            f"(CUDA build: {build}); use --device cpu, or run on a GPU machine with a CUDA build "
-            "of torch."
-        )
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"`device`={device!r} but MPS is not available here; use --device cpu.")
-    return dev
 
 
 def make_scheduler(opt: torch.optim.Optimizer, cfg: TrainConfig):

@@ -84,20 +84,6 @@ def test_fig4_stage_counts_lie_in_their_bands(tmp_path):
     assert order_text(ds, 1.0).count(";") == 1  # two seeds at m = 1
 
 
-def test_fig5_summary_matches_its_curves(tmp_path):
-    """Best step / loss and the stage counts are read off the saved curves consistently."""
-    ds = _quick_result("fig_markov_5", tmp_path)
-    assert ds.attrs["kl_to"].startswith("restricted ground truths")
-    for n in ds["size"].values:
-        r = ds.sel(size=n).isel(seed=0)
-        i = int(np.argmin(r.excess_loss.values))
-        assert int(r.best_step) == int(r.step[i])
-        assert float(r.best_excess) == float(r.excess_loss[i])
-        assert 0 <= int(r.n_stages_at_best) <= 3 and 0 <= int(r.n_stages) <= 3
-        assert int(r.closest_at_best) == int(np.argmin(r.kl_context.values[i])) + 1
-        assert float(r.kl_floor[0]) > 0 and float(r.kl_floor[-1]) == 0.0
-
-
 def test_bad_scale_env(monkeypatch, tmp_path, capsys):
     from figures import fig_markov_10
     from sims.markov.experiments import scale_from_env

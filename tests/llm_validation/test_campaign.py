@@ -264,7 +264,13 @@ def test_resume_skips_finished_stages_and_a_failure_costs_only_its_stage(tmp_pat
         run_campaign(_ctx(tmp_path, size="gpu"), stages)
 
 
-def test_deadline_defers_and_interrupts_and_the_summary_survives(tmp_path):
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_deadline_defers_and_interrupts_and_the_summary_survives(tmp_path, sigint):
+    """Also when SIGINT is ignored, as in a process started with ``&`` by a script."""
+    import signal
+
+    if sigint == "ignored":
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     seen = []
 
     def slow(ctx):
@@ -280,7 +286,12 @@ def test_deadline_defers_and_interrupts_and_the_summary_survives(tmp_path):
     ]
     ctx = _ctx(tmp_path, size="gpu", deadline=time.monotonic() + 1.0)
     t0 = time.perf_counter()
-    s = run_campaign(ctx, stages)
+    try:
+        s = run_campaign(ctx, stages)
+    finally:
+        if sigint == "ignored":
+            assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # restored
+            signal.signal(signal.SIGINT, old)
     assert time.perf_counter() - t0 < 5
     st = {e["name"]: e for e in s["stages"]}
     assert st["long"]["status"] == "deferred" and "planned 500 s" in st["long"]["message"]
@@ -562,13 +573,63 @@ def test_markov_paper_scale_is_the_papers_table_2():
     assert exp.chain.d == 50 and exp.train.scheduler == "plateau"
 
 
-def test_sosd_at_its_gpu_configuration_reports_why_it_is_blocked(tmp_path):
+class _Started(Exception):
+    """Raised where a stage's real work would begin."""
+
+
+@pytest.mark.parametrize("name", ["markov_fig2_3", "markov_fig8_9", "markov_fig5"])
+def test_markov_stages_run_the_figures_computation_at_paper_scale_on_cuda(
+    name, tmp_path, monkeypatch
+):
     import dataclasses
+    import inspect
 
+    import torch
+
+    from llm_validation.campaign.stages import STAGES
+    from sims.markov import experiments as X
+
+    stage = next(s.fn for s in STAGES if s.name == name)
+    ctx = _ctx(tmp_path, size="gpu", device="cuda")
+    if not torch.cuda.is_available():  # the real computation refuses before any work
+        with pytest.raises(ValueError, match="no usable CUDA device"):
+            stage(ctx)
+        assert not list(ctx.work.rglob("*.nc"))
+    seen = []
+    run = X.FIGURE_RUNS[name]
+
+    def started(scale, *, device=None, store=None):
+        seen.append((scale, device, store.directory if store is not None else None))
+        raise _Started
+
+    started.__signature__ = inspect.signature(run.compute)  # resumable as the real one
+    monkeypatch.setitem(X.FIGURE_RUNS, name, dataclasses.replace(run, compute=started))
+    with pytest.raises(_Started):
+        stage(ctx)
+    path = run.path(ctx.work / "markov" / "results", "paper")  # where python -m figures looks
+    parts = path.with_suffix(".parts") if name == "markov_fig5" else None  # Fig. 5 resumes
+    assert seen == [("paper", "cuda", parts)]
+
+
+def test_sosd_runs_the_gpu_configuration_on_cuda(tmp_path, monkeypatch):
+    import torch
+
+    import sims.spectral_bridge as B
     from llm_validation.campaign.stages import sosd
-    from sims.lm import LMTrainConfig
 
-    if "device" in {f.name for f in dataclasses.fields(LMTrainConfig)}:
-        pytest.skip("sims.lm.train_lm has a device option now: the stage runs")
-    r = sosd(_ctx(tmp_path, size="gpu"))
-    assert r["status"] == "blocked" and "no device option" in r["message"]
+    ctx = _ctx(tmp_path, size="gpu", device="cuda")
+    if not torch.cuda.is_available():  # the real run refuses before building the model
+        with pytest.raises(ValueError, match="no usable CUDA device"):
+            sosd(ctx)
+    seen = []
+
+    def started(cfg, **kw):
+        seen.append(cfg)
+        raise _Started
+
+    monkeypatch.setattr(B, "train_lm_with_spectra", started)
+    with pytest.raises(_Started):
+        sosd(ctx)
+    assert seen == [B.lm_sosd_config("constant", scale="gpu", seed=0)]
+    assert seen[0].device == "cuda" and seen[0].model.d_model == 384
+    assert not list(ctx.work.rglob("*.json"))  # nothing counts as a finished run

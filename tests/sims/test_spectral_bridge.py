@@ -274,3 +274,32 @@ def test_peak_prominence_is_measured_from_the_higher_flanking_minimum():
     x[12] = 1.5e-4
     assert peak_times(t, x, min_ratio=3, smooth=1).tolist() == []
     assert peak_times(t, x, min_ratio=1.4, smooth=1).tolist() == [120.0]
+
+
+def test_lm_sosd_device_per_scale_and_errors_before_any_run(tmp_path, monkeypatch):
+    import torch
+
+    import sims.spectral_bridge as B
+
+    assert B.lm_sosd_config("wsd", scale="gpu").device == "cuda"  # the GPU configuration
+    assert B.lm_sosd_config("wsd", scale="cpu").device == "cpu"
+    assert B.lm_sosd_config("wsd", scale="gpu", device="cuda:1").device == "cuda:1"
+    gpu = B.lm_sosd_config("wsd", scale="gpu")
+    assert gpu == B.lm_sosd_config("wsd", scale="gpu", device="cpu").replace(device="cuda")
+
+    def no_work(*a, **k):
+        raise AssertionError("a run started before the arguments were checked")
+
+    monkeypatch.setattr("sims.lm.GPT", no_work)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no usable CUDA device"):
+            B.train_lm_with_spectra(gpu)  # before the 11M-parameter model is built
+        with pytest.raises(ValueError, match="no usable CUDA device"):
+            B.lm_sosd_runs(tmp_path, scale="gpu", names=("wsd",), seeds=(0,))
+    monkeypatch.setattr(B, "train_lm_with_spectra", no_work)
+    with pytest.raises(ValueError, match="unknown experiment 'adam'"):
+        B.lm_sosd_runs(tmp_path, scale="quick", names=("constant", "adam"))
+    with pytest.raises(ValueError, match="`results_dir`.*not writable"):
+        B.lm_sosd_runs("/proc/nope", scale="quick", names=("constant",))
+    assert not list(tmp_path.rglob("*.*"))
+    assert B.lm_sosd_dir(tmp_path, "gpu") == tmp_path / "sosd_lm" / "gpu"

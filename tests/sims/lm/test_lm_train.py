@@ -179,3 +179,63 @@ def test_evaluate_lm_is_the_mean_next_token_cross_entropy():
         logp = torch.log_softmax(model(torch.as_tensor(data[:, :-1])), -1)
         nll = -logp.gather(-1, torch.as_tensor(data[:, 1:, None]))[..., 0]
     assert evaluate_lm(model, data, batch_size=3) == pytest.approx(float(nll.mean()), rel=1e-12)
+
+
+def test_device_cpu_is_the_default_bit_for_bit():
+    """``device="cpu"`` given explicitly is today's CPU run: same weights, losses, callbacks."""
+    seen = {}
+
+    def where(name):
+        def cb(ctx):
+            p = next(ctx.model.parameters())
+            seen.setdefault(name, set()).update({str(p.device), str(ctx.batch[0].device)})
+            return {"probe": float(ctx.batch[0].float().sum())}
+
+        return cb
+
+    cfg = TINY.replace(optimizer="fsam", rho=0.05)
+    a = train_lm(cfg, callback=where("default"), callback_every=2)
+    b = train_lm(cfg.replace(device="cpu"), callback=where("cpu"), callback_every=2)
+    for p, q in zip(_params(a), _params(b), strict=True):
+        assert torch.equal(p, q)
+    for var in ("train_loss", "val_loss", "probe", "grad_norm"):
+        np.testing.assert_array_equal(a.history[var].values, b.history[var].values)
+    assert seen == {"default": {"cpu"}, "cpu": {"cpu"}}
+    assert a.history.attrs["config"]["device"] == "cpu"
+
+
+def test_a_bad_device_is_a_clear_error_before_any_work(tmp_path, monkeypatch):
+    import sims.lm.train as T
+
+    with pytest.raises(ValueError, match="`device`='gpu0' is not a torch device"):
+        TINY.replace(device="gpu0")
+    with pytest.raises(TypeError, match="`device` must be a str"):
+        TINY.replace(device=0)
+    # a config for a GPU can be built (and saved) anywhere; only training needs the device
+    gpu = TINY.replace(device="cuda:1")
+    assert type(gpu).from_dict(gpu.to_dict()) == gpu
+    if not torch.cuda.is_available():
+
+        def no_work(*a, **k):
+            raise AssertionError("work started before the device was checked")
+
+        monkeypatch.setattr(T, "make_corpus", no_work)
+        ck = tmp_path / "run.pt"
+        with pytest.raises(ValueError, match="`device`='cuda:1' but .* no usable CUDA device"):
+            train_lm(gpu, checkpoint=ck)
+        assert not ck.exists()
+
+
+def test_a_checkpoint_from_before_the_device_option_resumes(tmp_path):
+    ck = tmp_path / "old.pt"
+    cfg = TINY.replace(steps=4, checkpoint_every=2)
+    full = train_lm(cfg)
+    part = train_lm(cfg, callback=_Kill(3), callback_every=1, checkpoint=ck)
+    assert part.status == "cancelled"
+    state = torch.load(ck, weights_only=True)
+    del state["config"]["device"]  # as written before the option existed
+    torch.save(state, ck)
+    rest = train_lm(cfg, checkpoint=ck)
+    for p, q in zip(_params(full), _params(rest), strict=True):
+        assert torch.equal(p, q)
+    assert type(cfg).from_dict({k: v for k, v in cfg.to_dict().items() if k != "device"}) == cfg

@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = ["sims.markov.chain", "sims.markov.models", "sims.markov.train",
-           "sims.markov.tensor_dynamics"]  # fmt: skip
+           "sims.markov.tensor_dynamics", "sims.markov.experiments"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", MODULES)
