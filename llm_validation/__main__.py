@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--variants", default=None,
                    help="confirm: comma-separated variants, or 'all' (default: the scale's; "
                         "see llm_validation.confirm.VARIANTS)")  # fmt: skip
+    g.add_argument("--epochs", type=float, default=None,
+                   help="confirm: fine-tuning epochs (default: the scale's, 3; the horizon "
+                        "check uses 5)")  # fmt: skip
+    g.add_argument("--no-execute", action="store_true",
+                   help="confirm: score program-of-thought completions on their text instead "
+                        "of running them in the sandbox")  # fmt: skip
     return p
 
 
@@ -199,6 +205,14 @@ def _confirm(args) -> int:
         cfg = dataclasses.replace(cfg, variants=tuple(VARIANTS))
     elif args.variants:
         cfg = dataclasses.replace(cfg, variants=tuple(args.variants.split(",")))
+    if args.epochs is not None:
+        if not args.epochs > 0:
+            raise ValueError(f"`--epochs` must be > 0; got {args.epochs}.")
+        cfg = dataclasses.replace(
+            cfg, finetune=dataclasses.replace(cfg.finetune, epochs=args.epochs)
+        )
+    if args.no_execute:
+        cfg = dataclasses.replace(cfg, execute_programs=False)
     out = args.out or f"results/llm/confirm_{args.scale}"
     if args.dry_run:
         print(f"confirm --scale {args.scale}: results in {out}\n"
@@ -207,6 +221,8 @@ def _confirm(args) -> int:
               f"{cfg.noise_rate})\n"
               f"  proxy: {cfg.proxy}, target: {cfg.target}\n"
               f"  variants: {', '.join(cfg.variants)}\n"
+              f"  fine-tuning epochs: {cfg.finetune.epochs:g}; programs "
+              f"{'run in the sandbox' if cfg.execute_programs else 'scored as text'}\n"
               f"  seeds: {', '.join(map(str, cfg.seeds))}")  # fmt: skip
         return 0
     from sims.io import ensure_writable
