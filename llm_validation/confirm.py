@@ -702,6 +702,8 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
     ds = _aggregate(
         cfg, variants, ft_jobs, res, sel_info, trajs, train_idx, corrupted, levels, src, held_src
     )
+    if (data / "contamination.json").exists():
+        ds.attrs["contamination"] = (data / "contamination.json").read_text()
     ds.attrs["seconds_total_this_call"] = time.perf_counter() - t_start
     ds.attrs["cpu_seconds"] = json.dumps(cpu)
     ds.attrs["workers"] = workers
@@ -1003,6 +1005,25 @@ def _heldout_table(ds, cols: Sequence[str]) -> list[str]:
     return lines + [""]
 
 
+def _contamination_lines(ds) -> list[str]:
+    """The corpus's decontamination check (``contamination.json`` of the corpus folder)."""
+    if "contamination" not in ds.attrs:
+        return []
+    rep = json.loads(ds.attrs["contamination"])
+    rows = [(k, v) for k, v in rep.items() if k != "reference"]
+    return [
+        "Decontamination (against the training and pre-training problems): "
+        + "; ".join(
+            f"{_BNAME.get(k, k)} {v['exact']} exact / {v['near']} near-duplicates of {v['n']}, "
+            f"template overlap {100 * v['template_overlap']:.0f} %"
+            for k, v in rows
+        )
+        + ". Template overlap is by design for GSM8K, MATH, NumGLUE and the held-out split "
+        "(training templates, fresh numbers).",
+        "",
+    ]
+
+
 def _program_table(ds) -> list[str]:
     """Share of completions that are programs, and their accuracy with and without execution."""
     if "programs" not in ds:
@@ -1063,6 +1084,7 @@ def report(ds) -> str:
             f"{total / 60 / 2:.1f} minutes on 2 idle cores (one thread per worker).",
             "",
         ]
+    out += _contamination_lines(ds)
     out += _table(ds, {"pt": "PT", "ft": "FT", "ft_up": "FT+UP"}, "Table 2 layout")
     out += _table(
         ds,
