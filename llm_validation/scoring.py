@@ -20,7 +20,7 @@ uses (Section 6, "Consistent with Yue et al. (2023)").
   ``### Instruction``, run (5 s timeout) and scored on what it prints, as
   ``"The answer is " + output`` through the dataset's extraction; a program that fails or times
   out prints nothing and scores wrong. It runs in :mod:`llm_validation.execution`'s sandbox
-  (MAmmoTH ``exec``\ s it in a child process without limits). ``execute=False`` scores the
+  (MAmmoTH ``exec``\ s it in a child process with a timeout and no other limit). ``execute=False`` scores the
   program's text instead (the answer is then usually a number in the code: wrong).
 * **MATH**: the text after the last "The answer is" (or "the answer is"), else the last
   ``\boxed{...}`` (nested braces), else the last number; a trailing ``.``/``/`` dropped;
@@ -43,8 +43,9 @@ uses (Section 6, "Consistent with Yue et al. (2023)").
    reasoning can beat the final "Answer: B" when no trigger is present. We never upper-case:
    after a trigger the first letter; else the **last stated answer** ("answer: b", "the correct
    option is (C)", "I choose D") wins; else the last letter in parentheses (any case) or
-   standing alone in capitals. A lowercase letter counts only in parentheses or stated and
-   followed by punctuation or the end ("the answer is a prime" is not (A)). MAmmoTH's second
+   standing alone in capitals. A lowercase letter counts only in parentheses, as the whole
+   completion, or stated (after a trigger or "answer:"...) and followed by punctuation or the
+   end ("the answer is a prime" is not (A)). MAmmoTH's second
    model call that maps a non-letter answer to the closest option is not reproduced.
 3. Numeric datasets compare **values**, not strings: ``"36/2"`` = ``"18"``, ``"1/2"`` =
    ``"0.5"`` (MAmmoTH: wrong). A gold that is not a terminating decimal (``275/3``) accepts
