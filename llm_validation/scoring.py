@@ -20,8 +20,9 @@ uses (Section 6, "Consistent with Yue et al. (2023)").
   ``### Instruction``, run (5 s timeout) and scored on what it prints, as
   ``"The answer is " + output`` through the dataset's extraction; a program that fails or times
   out prints nothing and scores wrong. It runs in :mod:`llm_validation.execution`'s sandbox
-  (MAmmoTH ``exec``\ s it in a child process with a timeout and no other limit). ``execute=False`` scores the
-  program's text instead (the answer is then usually a number in the code: wrong).
+  (MAmmoTH ``exec``\ s it in a child process with a timeout and no other limit).
+  ``execute=False`` scores the program's text instead (the answer is then usually a number in
+  the code: wrong).
 * **MATH**: the text after the last "The answer is" (or "the answer is"), else the last
   ``\boxed{...}`` (nested braces), else the last number; a trailing ``.``/``/`` dropped;
   Hendrycks' normalization (``\left``/``\right``, ``tfrac``/``dfrac``, ``\frac12``, ``\sqrt3``,
