@@ -152,11 +152,12 @@ if root:
     else:
         status.write("note unshare failed (errno %d): no namespaces\n" % ctypes.get_errno())
 nproc = cfg["max_processes"] + 1
-if not root and cfg["max_processes"]:  # shared uid: allow this many more than it has now
+if not root and cfg["max_processes"]:  # shared uid: this many tasks more than it has now
     uid = os.getuid()
     for p in os.listdir("/proc"):
         try:
-            nproc += p.isdigit() and os.stat("/proc/" + p).st_uid == uid
+            if p.isdigit() and os.stat("/proc/" + p).st_uid == uid:
+                nproc += len(os.listdir("/proc/%s/task" % p))
         except OSError:
             pass
 R = resource
