@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--epochs", type=float, default=None,
                    help="confirm: fine-tuning epochs (default: the scale's, 3; the horizon "
                         "check uses 5)")  # fmt: skip
+    g.add_argument("--reuse", default=None, metavar="DIR",
+                   help="confirm: reuse the pre-trained models and proxy trajectories of the "
+                        "finished run in DIR (same corpus; e.g. the horizon check)")  # fmt: skip
     g.add_argument("--no-execute", action="store_true",
                    help="confirm: score program-of-thought completions on their text instead "
                         "of running them in the sandbox")  # fmt: skip
@@ -228,7 +231,7 @@ def _confirm(args) -> int:
     from sims.io import ensure_writable
 
     ensure_writable(out, kind="dir", arg="--out")
-    run_confirmation(cfg, out, quiet=args.quiet)
+    run_confirmation(cfg, out, quiet=args.quiet, reuse_from=args.reuse)
     return 0
 
 

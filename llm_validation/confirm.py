@@ -514,10 +514,25 @@ def _available(variant: Variant) -> bool:
         return False
 
 
-def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: bool = False):
+def run_confirmation(
+    cfg: ConfirmConfig,
+    out_dir: str | os.PathLike,
+    *,
+    quiet: bool = False,
+    reuse_from: str | os.PathLike | None = None,
+):
     """Run (or resume) the whole experiment; return the aggregate ``xarray.Dataset``.
 
     Writes ``out_dir/results.nc`` (with provenance) and ``out_dir/report.md``.
+
+    Args:
+        cfg: the experiment.
+        out_dir: results folder (resumable).
+        quiet: no progress output.
+        reuse_from: a finished run's folder whose pre-trained models and proxy trajectories
+            are reused (loaded from its job store, not recomputed), e.g. for the horizon check
+            (same corpus and pre-training, other fine-tuning). Its corpus must equal the one
+            ``cfg`` writes, and every reused job must be in its store (``ValueError`` if not).
     """
     from llm_validation.corpus import write_corpus
     from llm_validation.selection import select_examples, usage_counts
@@ -564,6 +579,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
             "start a fresh `out_dir`, or set `n_heldout=0`."
         )
     store = JobStore(out / "jobs")
+    reuse, shared = _reused_run(reuse_from, out, data) if reuse_from else (None, store)
     workers = cfg.workers or default_workers(len(cfg.seeds) * len(variants))
     # 2. models: pre-train from scratch where asked
     pre_jobs = []
@@ -585,11 +601,12 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
     models = {"target": cfg.target, "proxy": cfg.proxy}
     if pre_jobs:
         _say(f"pre-training {[j['role'] for j in pre_jobs]} from scratch", quiet)
+        pre_jobs = _in_reused_run(pre_jobs, out, reuse, shared)
         res = pmap(
             _job_pretrain,
             pre_jobs,
             workers=min(workers, len(pre_jobs)),
-            store=store,
+            store=shared,
             desc=None if quiet else "pretrain",
         )
         cpu["pretrain"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
@@ -615,11 +632,12 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
     trajs = {}
     if proxy_jobs:
         _say(f"proxy trajectories: {len(proxy_jobs)} runs", quiet)
+        proxy_jobs = _in_reused_run(proxy_jobs, out, reuse, shared)
         res = pmap(
             _job_proxy,
             proxy_jobs,
             workers=min(workers, len(proxy_jobs)),
-            store=store,
+            store=shared,
             desc=None if quiet else "proxies",
         )
         cpu["proxies"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
@@ -708,11 +726,14 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
     ds.attrs["cpu_seconds"] = json.dumps(cpu)
     ds.attrs["workers"] = workers
     ds.attrs["models"] = json.dumps(models)
+    if reuse is not None:
+        ds.attrs["reused_from"] = str(reuse)
     meta = provenance(
         dataclasses.asdict(cfg),
         seed=list(cfg.seeds),
-        extra={"skipped_variants": skipped, "load": os.getloadavg()},
-    )
+        extra={"skipped_variants": skipped, "load": os.getloadavg(),
+               "reused_from": str(reuse) if reuse else None},
+    )  # fmt: skip
     write_netcdf(out / "results.nc", ds, meta=meta)
     text = report(ds)
     from sims.io import atomic_path
@@ -721,6 +742,45 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
         tmp.write_text(text)
     _say(text, quiet)
     return ds
+
+
+def _reused_run(reuse_from, out: Path, data: Path):
+    """The folder of a finished run to reuse and its job store; checks its corpus is ours."""
+    from sims.parallel import JobStore
+
+    reuse = Path(reuse_from).resolve()
+    if reuse == out.resolve() or not (reuse / "jobs").is_dir():
+        raise ValueError(
+            f"`reuse_from`={str(reuse_from)!r} is not the folder of another finished run "
+            "(no jobs/ in it); run the experiment there first."
+        )
+    for name in ("MathInstruct.json", "pretrain.json", "heldout.json"):
+        mine, theirs = data / name, reuse / "data" / name
+        if mine.exists() and (not theirs.exists() or mine.read_bytes() != theirs.read_bytes()):
+            raise ValueError(
+                f"`reuse_from`: {theirs} differs from this run's {mine}; reuse a run of the "
+                "same corpus settings."
+            )
+    return reuse, JobStore(reuse / "jobs")
+
+
+def _in_reused_run(jobs: list[dict], out: Path, reuse: Path | None, store) -> list[dict]:
+    """The reused run's version of ``jobs`` (its paths); every one must be in its store."""
+    if reuse is None:
+        return jobs
+    mine = str(out)
+    moved = [
+        {k: str(reuse) + v[len(mine) :] if isinstance(v, str) and v.startswith(mine) else v
+         for k, v in j.items()}
+        for j in jobs
+    ]  # fmt: skip
+    missing = [j["kind"] + " " + Path(j["out"]).name for j in moved if not store.path(j).exists()]
+    if missing:
+        raise ValueError(
+            f"`reuse_from`: {reuse} has no result for {missing} (another configuration?); "
+            "run without reusing."
+        )
+    return moved
 
 
 def _aggregate(

@@ -136,6 +136,27 @@ def test_micro_run_end_to_end(tmp_path):
     # resume: everything is loaded from the job store, nothing is retrained
     again = run_confirmation(cfg, tmp_path, quiet=True)
     np.testing.assert_array_equal(again["accuracy"].values, ds["accuracy"].values)
+    # the horizon check: other fine-tuning epochs on the same pre-trained models and proxies
+    longer = dataclasses.replace(
+        cfg, variants=("ft", "ft_up"), finetune=dataclasses.replace(cfg.finetune, epochs=2)
+    )
+    ep = run_confirmation(longer, tmp_path / "ep2", quiet=True, reuse_from=tmp_path)
+    assert json.loads(ep.attrs["models"]) == json.loads(ds.attrs["models"])
+    assert not (tmp_path / "ep2" / "pretrain_target").exists()
+    assert not (tmp_path / "ep2" / "seed0" / "proxy_small").exists()
+    np.testing.assert_array_equal(ep["pt_accuracy"].values, ds["pt_accuracy"].values)
+    assert (tmp_path / "ep2" / "seed0" / "ft_up").is_dir()
+
+
+def test_reuse_needs_a_finished_run_of_the_same_corpus(tmp_path):
+    cfg = dataclasses.replace(SCALES["quick"], variants=("ft",), seeds=(0,))
+    with pytest.raises(ValueError, match="`reuse_from`=.* is not the folder of another"):
+        run_confirmation(cfg, tmp_path / "a", quiet=True, reuse_from=tmp_path / "none")
+    (tmp_path / "b" / "jobs").mkdir(parents=True)
+    (tmp_path / "b" / "data").mkdir()
+    (tmp_path / "b" / "data" / "MathInstruct.json").write_text("[]")
+    with pytest.raises(ValueError, match="differs from this run's"):
+        run_confirmation(cfg, tmp_path / "a", quiet=True, reuse_from=tmp_path / "b")
 
 
 def test_every_variant_is_described():
