@@ -83,9 +83,10 @@ _NOBODY = 65534
 _STDERR_KEEP = 4096
 
 # The sandbox side. Runs as ``python -I -S -c _BOOT <config> <code>``; as root it enters new
-# namespaces, makes every mount read-only, mounts a tmpfs on the working directory, forks the
-# program as PID 1 of a new PID namespace and waits for it (reporting its status on the status
-# pipe); then, in the program's process: resource limits, an unprivileged user, the code.
+# namespaces, makes every mount read-only, mounts a tmpfs on the working directory and forks
+# the init (PID 1) of a new PID namespace, which forks the program (PID 2) and reports its exit
+# status on the status pipe; then, in the program's process: resource limits, an unprivileged
+# user, the code.
 _BOOT = r"""
 import os, sys, json, resource
 cfg = json.loads(sys.argv[1])
@@ -151,6 +152,10 @@ if root:
             os._exit(0)
     else:
         status.write("note unshare failed (errno %d): no namespaces\n" % ctypes.get_errno())
+        if cfg["hide"]:  # the interpreter's files would be out of an unprivileged user's reach
+            status.write("note the interpreter is under %s: the program keeps our user\n"
+                         % cfg["hide"][0])
+            cfg["uid"] = -1
 nproc = cfg["max_processes"] + 1
 if not root and cfg["max_processes"]:  # shared uid: this many tasks more than it has now
     uid = os.getuid()
