@@ -111,15 +111,13 @@ while True:
     took = time.perf_counter() - t0
     assert r.timed_out and not r.ok and r.error == "timed out after 1 s", r
     assert r.stdout == "started\n"
-    assert took < 4.0
+    assert took < 1.0 + 5  # the kill and the clean-up take milliseconds (slack for load)
     assert _processes_with(marker) == []  # nothing survives the call
 
 
 def test_cpu_limit_stops_a_busy_loop_before_the_timeout():
-    t0 = time.perf_counter()
-    r = run_program("while True:\n    pass", timeout_s=20, cpu_s=1)
-    assert time.perf_counter() - t0 < 8
-    assert not r.timed_out and r.signal is not None
+    r = run_program("while True:\n    pass", timeout_s=60, cpu_s=1)
+    assert not r.timed_out and r.signal is not None  # ended by the CPU limit, not the clock
     assert r.error.startswith("killed by SIGXCPU"), r.error
 
 
@@ -173,17 +171,14 @@ def test_environment_is_stripped(monkeypatch):
 
 
 def test_stdin_is_at_end_of_file():
-    t0 = time.perf_counter()
-    r = run_program("import sys\nprint(repr(sys.stdin.read()))\ninput()", timeout_s=5)
-    assert time.perf_counter() - t0 < 3  # did not wait for input
+    r = run_program("import sys\nprint(repr(sys.stdin.read()))\ninput()", timeout_s=60)
+    assert not r.timed_out  # did not wait for input
     assert r.stdout == "''\n" and r.error == "EOFError: EOF when reading a line"
 
 
 def test_output_is_capped():
-    t0 = time.perf_counter()
-    r = run_program("while True:\n    print('x' * 999)", max_output=10_000, timeout_s=10)
-    assert time.perf_counter() - t0 < 5
-    assert r.truncated and not r.ok and not r.timed_out
+    r = run_program("while True:\n    print('x' * 999)", max_output=10_000, timeout_s=60)
+    assert r.truncated and not r.ok and not r.timed_out  # stopped at the cap, not the clock
     assert len(r.stdout) == 10_000 and set(r.stdout) == {"x", "\n"}
     assert r.error == "output longer than 10000 bytes: stopped"
 
