@@ -30,7 +30,7 @@ from llm_validation.scoring import (  # noqa: E402
     program_source,
 )
 
-TIMEOUT = 2.0  # seconds per program (the table's programs take milliseconds)
+TIMEOUT = 3.0  # seconds per program (the table's programs take milliseconds; slack for load)
 TABLE: list[tuple[str, str, str, bool, str]] = []  # (dataset, completion, gold, verdict, why)
 
 
