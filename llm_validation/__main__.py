@@ -326,6 +326,15 @@ def _confirm_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out", default=None, help="results folder (default: results/llm/confirm_<scale>)"
     )
+    p.add_argument("--epochs", type=float, default=None,
+                   help="fine-tuning epochs (default: the scale's, 3; the horizon check uses "
+                        "5)")  # fmt: skip
+    p.add_argument("--reuse", default=None, metavar="DIR",
+                   help="reuse the pre-trained models and proxy trajectories of the finished "
+                        "run in DIR (same corpus; e.g. the horizon check)")  # fmt: skip
+    p.add_argument("--no-execute", action="store_true",
+                   help="score program-of-thought completions on their text instead of running "
+                        "them in the sandbox")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     p.add_argument("--quiet", action="store_true", help="no progress bars or summaries")
     from sims.parallel import add_executor_argument
@@ -355,6 +364,14 @@ def _confirm(args) -> int:
         cfg = dataclasses.replace(cfg, variants=tuple(VARIANTS))
     elif args.variants:
         cfg = dataclasses.replace(cfg, variants=tuple(args.variants.split(",")))
+    if args.epochs is not None:
+        if not args.epochs > 0:
+            raise ValueError(f"`--epochs` must be > 0; got {args.epochs}.")
+        cfg = dataclasses.replace(
+            cfg, finetune=dataclasses.replace(cfg.finetune, epochs=args.epochs)
+        )
+    if args.no_execute:
+        cfg = dataclasses.replace(cfg, execute_programs=False)
     out = args.out or f"results/llm/confirm_{args.scale}"
     if args.dry_run:
         print(f"confirm --scale {args.scale}: results in {out}\n"
@@ -363,11 +380,13 @@ def _confirm(args) -> int:
               f"{cfg.noise_rate})\n"
               f"  proxy: {cfg.proxy}, target: {cfg.target}\n"
               f"  variants: {', '.join(cfg.variants)}\n"
+              f"  fine-tuning epochs: {cfg.finetune.epochs:g}; programs "
+              f"{'run in the sandbox' if cfg.execute_programs else 'scored as text'}\n"
               f"  seeds: {', '.join(map(str, cfg.seeds))}")  # fmt: skip
         return 0
     _check_dir(out, "--out")
     with leave_no_empty_folders(out):
-        run_confirmation(cfg, out, quiet=args.quiet)
+        run_confirmation(cfg, out, quiet=args.quiet, reuse_from=args.reuse)
     return 0
 
 

@@ -126,6 +126,9 @@ class ConfirmConfig:
         probes_per_source: training examples per source whose loss is recorded during
             fine-tuning (learning times, eq. 11).
         n_records: loss records over each fine-tuning run (plus step 0).
+        execute_programs: run program-of-thought completions in the sandbox and score what
+            they print (MAmmoTH; :mod:`llm_validation.execution`); ``False`` scores their text.
+            Either way the report gives both accuracies of the programs.
         workers: parallel processes (default ``$SBT_WORKERS`` or all cores).
         threads: torch threads per process (``None``: cores / workers). One thread per worker
             is the fastest way to run many small models on a few (shared) cores.
@@ -189,6 +192,7 @@ class ConfirmConfig:
     eval_batch_size: int = 64
     probes_per_source: int = 16
     n_records: int = 8
+    execute_programs: bool = True
     workers: int | None = None
     threads: int | None = 1
 
@@ -290,8 +294,12 @@ SCALES: dict[str, ConfirmConfig] = {
 def paired_ci(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
     """Mean and ``level`` t-interval of paired differences (over seeds).
 
+    Non-finite differences (a seed whose run produced no number) are left out: the interval is
+    over the finite ones, with their count's degrees of freedom.
+
     Returns:
-        ``(mean, low, high)``; with one seed the interval is ``(nan, nan)``.
+        ``(mean, low, high)``; with one finite seed the interval is ``(nan, nan)``, with none
+        everything is ``nan``.
 
     Examples:
         >>> m, lo, hi = paired_ci([1.0, 2.0, 3.0])
@@ -301,6 +309,9 @@ def paired_ci(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float
     from scipy import stats
 
     d = np.asarray(diffs, dtype=float)
+    d = d[np.isfinite(d)]
+    if d.size == 0:
+        return math.nan, math.nan, math.nan
     m = float(d.mean())
     if d.size < 2:
         return m, math.nan, math.nan
@@ -449,9 +460,12 @@ def _job_finetune(job: dict):
         max_new_tokens=job["max_new_tokens"],
         batch_size=job["eval_batch_size"],
         progress=False,
+        execute=job.get("execute", True),
     )
     acc = np.array([scores[b]["accuracy"] for b in BENCHMARKS])
     data = {"accuracy": ("benchmark", acc)}
+    for key in ("programs", "programs_correct", "programs_correct_text"):
+        data[key] = ("benchmark", np.array([scores[b].get(key, 0) for b in BENCHMARKS]))
     if held:
         from llm_validation.data import tokenize_examples
         from llm_validation.training import per_example_losses
@@ -500,10 +514,25 @@ def _available(variant: Variant) -> bool:
         return False
 
 
-def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: bool = False):
+def run_confirmation(
+    cfg: ConfirmConfig,
+    out_dir: str | os.PathLike,
+    *,
+    quiet: bool = False,
+    reuse_from: str | os.PathLike | None = None,
+):
     """Run (or resume) the whole experiment; return the aggregate ``xarray.Dataset``.
 
     Writes ``out_dir/results.nc`` (with provenance) and ``out_dir/report.md``.
+
+    Args:
+        cfg: the experiment.
+        out_dir: results folder (resumable).
+        quiet: no progress output.
+        reuse_from: a finished run's folder whose pre-trained models and proxy trajectories
+            are reused (loaded from its job store, not recomputed), e.g. for the horizon check
+            (same corpus and pre-training, other fine-tuning). Its corpus must equal the one
+            ``cfg`` writes, and every reused job must be in its store (``ValueError`` if not).
     """
     from llm_validation.corpus import write_corpus
     from llm_validation.selection import select_examples, usage_counts
@@ -550,6 +579,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
             "start a fresh `out_dir`, or set `n_heldout=0`."
         )
     store = JobStore(out / "jobs")
+    reuse, shared = _reused_run(reuse_from, out, data) if reuse_from else (None, store)
     workers = cfg.workers or default_workers(len(cfg.seeds) * len(variants))
     # 2. models: pre-train from scratch where asked
     pre_jobs = []
@@ -571,11 +601,12 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
     models = {"target": cfg.target, "proxy": cfg.proxy}
     if pre_jobs:
         _say(f"pre-training {[j['role'] for j in pre_jobs]} from scratch", quiet)
+        pre_jobs = _in_reused_run(pre_jobs, out, reuse, shared)
         res = pmap(
             _job_pretrain,
             pre_jobs,
             workers=min(workers, len(pre_jobs)),
-            store=store,
+            store=shared,
             desc=None if quiet else "pretrain",
         )
         cpu["pretrain"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
@@ -601,11 +632,12 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
     trajs = {}
     if proxy_jobs:
         _say(f"proxy trajectories: {len(proxy_jobs)} runs", quiet)
+        proxy_jobs = _in_reused_run(proxy_jobs, out, reuse, shared)
         res = pmap(
             _job_proxy,
             proxy_jobs,
             workers=min(workers, len(proxy_jobs)),
-            store=store,
+            store=shared,
             desc=None if quiet else "proxies",
         )
         cpu["proxies"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
@@ -658,6 +690,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
                     "max_new_tokens": cfg.max_new_tokens,
                     "eval_batch_size": cfg.eval_batch_size,
                     "n_records": cfg.n_records,
+                    "execute": cfg.execute_programs,
                     "out": str(out / f"seed{s}" / vname),
                     "threads": _threads(workers, cfg.threads),
                 }
@@ -673,6 +706,7 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
             "max_length": cfg.max_length,
             "max_new_tokens": cfg.max_new_tokens,
             "eval_batch_size": cfg.eval_batch_size,
+            "execute": cfg.execute_programs,
             "out": str(out / "pretrained"),
             "threads": _threads(workers, cfg.threads),
         }
@@ -686,15 +720,20 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
     ds = _aggregate(
         cfg, variants, ft_jobs, res, sel_info, trajs, train_idx, corrupted, levels, src, held_src
     )
+    if (data / "contamination.json").exists():
+        ds.attrs["contamination"] = (data / "contamination.json").read_text()
     ds.attrs["seconds_total_this_call"] = time.perf_counter() - t_start
     ds.attrs["cpu_seconds"] = json.dumps(cpu)
     ds.attrs["workers"] = workers
     ds.attrs["models"] = json.dumps(models)
+    if reuse is not None:
+        ds.attrs["reused_from"] = str(reuse)
     meta = provenance(
         dataclasses.asdict(cfg),
         seed=list(cfg.seeds),
-        extra={"skipped_variants": skipped, "load": os.getloadavg()},
-    )
+        extra={"skipped_variants": skipped, "load": os.getloadavg(),
+               "reused_from": str(reuse) if reuse else None},
+    )  # fmt: skip
     write_netcdf(out / "results.nc", ds, meta=meta)
     text = report(ds)
     from sims.io import atomic_path
@@ -703,6 +742,45 @@ def run_confirmation(cfg: ConfirmConfig, out_dir: str | os.PathLike, *, quiet: b
         tmp.write_text(text)
     _say(text, quiet)
     return ds
+
+
+def _reused_run(reuse_from, out: Path, data: Path):
+    """The folder of a finished run to reuse and its job store; checks its corpus is ours."""
+    from sims.parallel import JobStore
+
+    reuse = Path(reuse_from).resolve()
+    if reuse == out.resolve() or not (reuse / "jobs").is_dir():
+        raise ValueError(
+            f"`reuse_from`={str(reuse_from)!r} is not the folder of another finished run "
+            "(no jobs/ in it); run the experiment there first."
+        )
+    for name in ("MathInstruct.json", "pretrain.json", "heldout.json"):
+        mine, theirs = data / name, reuse / "data" / name
+        if mine.exists() and (not theirs.exists() or mine.read_bytes() != theirs.read_bytes()):
+            raise ValueError(
+                f"`reuse_from`: {theirs} differs from this run's {mine}; reuse a run of the "
+                "same corpus settings."
+            )
+    return reuse, JobStore(reuse / "jobs")
+
+
+def _in_reused_run(jobs: list[dict], out: Path, reuse: Path | None, store) -> list[dict]:
+    """The reused run's version of ``jobs`` (its paths); every one must be in its store."""
+    if reuse is None:
+        return jobs
+    mine = str(out)
+    moved = [
+        {k: str(reuse) + v[len(mine) :] if isinstance(v, str) and v.startswith(mine) else v
+         for k, v in j.items()}
+        for j in jobs
+    ]  # fmt: skip
+    missing = [j["kind"] + " " + Path(j["out"]).name for j in moved if not store.path(j).exists()]
+    if missing:
+        raise ValueError(
+            f"`reuse_from`: {reuse} has no result for {missing} (another configuration?); "
+            "run without reusing."
+        )
+    return moved
 
 
 def _aggregate(
@@ -722,17 +800,23 @@ def _aggregate(
     t_hard = np.full((len(names), len(seeds)), np.nan)
     t_easy = np.full((len(names), len(seeds)), np.nan)
     pt_acc = np.full(len(BENCHMARKS), np.nan)
+    progs = {k: np.full((len(names) + 1, len(seeds), len(BENCHMARKS)), np.nan)
+             for k in ("programs", "programs_correct", "programs_correct_text")}  # fmt: skip
     n_held = next((r.sizes["heldout"] for r in results if "heldout_loss" in r), 0)
     held = np.full((len(names), len(seeds), n_held), np.nan)
     pt_held = np.full(n_held, np.nan)
     sources = sorted(set(src))
     for job, r in zip(jobs, results, strict=True):
+        i = len(names) if job["variant"] == "pt" else names.index(job["variant"])
+        for k, arr in progs.items():  # the pretrained model's row is the last ("pt")
+            if k in r:
+                arr[i, 0 if job["variant"] == "pt" else seeds.index(job["seed"])] = r[k].values
         if job["variant"] == "pt":
             pt_acc = r["accuracy"].values
             if n_held:
                 pt_held = r["heldout_loss"].values
             continue
-        i, j = names.index(job["variant"]), seeds.index(job["seed"])
+        j = seeds.index(job["seed"])
         acc[i, j] = r["accuracy"].values
         if n_held:
             held[i, j] = r["heldout_loss"].values
@@ -801,10 +885,15 @@ def _aggregate(
         coords={"variant": names, "seed": seeds, "benchmark": list(BENCHMARKS)},
         attrs={
             "scale": cfg.name,
+            "n_test": cfg.n_test,
+            "execute_programs": int(cfg.execute_programs),
             "hard_composition": json.dumps(comp),
             "description": "confirmation of the paper's upsampling claims (issue 14)",
         },
     )
+    for k, arr in progs.items():
+        ds[k] = (("variant", "seed", "benchmark"), arr[: len(names)])
+        ds["pt_" + k] = ("benchmark", arr[len(names), 0])
     if n_held:
         ds["heldout_loss"] = (("variant", "seed", "heldout"), held)
         ds["pt_heldout_loss"] = ("heldout", pt_held)
@@ -825,6 +914,17 @@ _BNAME = {
     "deepmind": "DeepMind",
     "mmlu_math": "MMLU-Math",
 }
+
+
+def _mean_sd(vals, digits: int = 1, scale: float = 1.0) -> str:
+    """``mean ± sd`` over the finite values (sample sd, ddof=1, everywhere in the report)."""
+    v = scale * np.asarray(vals, dtype=float).ravel()
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return "–"
+    if v.size == 1:
+        return f"{v[0]:.{digits}f}"
+    return f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}"
 
 
 def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
@@ -854,9 +954,7 @@ def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
             return f"{100 * float(v):.1f}"
         a = ds["accuracy"].sel(variant=c)
         a = a.mean("benchmark") if b == "avg" else a.sel(benchmark=b)
-        vals = a.values
-        sd = np.nanstd(vals, ddof=1) if vals.size > 1 else 0.0
-        return f"{100 * np.nanmean(vals):.1f} ± {100 * sd:.1f}"
+        return _mean_sd(a.values, 1, 100)
 
     for b in [*BENCHMARKS, "avg"]:
         lines.append(f"| {_BNAME.get(b, 'Avg.')} | " + " | ".join(cell(c, b) for c in have) + " |")
@@ -912,13 +1010,18 @@ def _diffs(
             continue
         d = np.asarray(metric(ds, a)) - np.asarray(metric(ds, b))
         m, lo, hi = paired_ci(d)
+        n = int(np.isfinite(d).sum())
         above, below = lo > 0, hi < 0  # the interval excludes 0
-        if math.isnan(lo):
+        if n == 0:
+            verdict = "no seed finished"
+        elif n == 1:
             verdict = "one seed: no interval"
         elif above or below:
             verdict = f"{a} better" if above == higher_is_better else f"{a} worse"
         else:
             verdict = "inside the seed noise"
+        if 0 < n < d.size:
+            verdict += f" ({n} of {d.size} seeds; the others gave no number)"
         f = f"{{:+.{digits}f}}"
         lines.append(
             f"| {a} − {b} | {f.format(m)} | [{f.format(lo)}, {f.format(hi)}] | "
@@ -943,16 +1046,11 @@ def _heldout_table(ds, cols: Sequence[str]) -> list[str]:
         "|---|" + "---:|" * len(have),
     ]
 
-    def fmt(vals) -> str:
-        vals = np.atleast_1d(np.asarray(vals, dtype=float))
-        sd = np.std(vals, ddof=1) if vals.size > 1 else 0.0
-        return f"{vals.mean():.3f}" if vals.size == 1 else f"{vals.mean():.3f} ± {sd:.3f}"
-
     for src in per[have[0]]["heldout_source"].values:
         short = Path(str(src)).stem
         lines.append(
             f"| {short} | "
-            + " | ".join(fmt(per[c].sel(heldout_source=src).values) for c in have)
+            + " | ".join(_mean_sd(per[c].sel(heldout_source=src).values, 3) for c in have)
             + " |"
         )
     for label, fn in (("**mean**", "mean"), ("**worst source**", "max")):
@@ -962,7 +1060,66 @@ def _heldout_table(ds, cols: Sequence[str]) -> list[str]:
                 v = ds["pt_heldout_loss"].mean().values if fn == "mean" else per[c].max().values
             else:
                 v = _mean_heldout_loss(ds, c) if fn == "mean" else _worst_source_loss(ds, c)
-            cells.append(fmt(v))
+            cells.append(_mean_sd(v, 3))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def _contamination_lines(ds) -> list[str]:
+    """The corpus's decontamination check (``contamination.json`` of the corpus folder)."""
+    if "contamination" not in ds.attrs:
+        return []
+    rep = json.loads(ds.attrs["contamination"])
+    rows = [(k, v) for k, v in rep.items() if k != "reference"]
+    return [
+        "Decontamination (against the training and pre-training problems): "
+        + "; ".join(
+            f"{_BNAME.get(k, k)} {v['exact']} exact / {v['near']} near-duplicates of {v['n']}, "
+            f"template overlap {100 * v['template_overlap']:.0f} %"
+            for k, v in rows
+        )
+        + ". Template overlap is by design for GSM8K, MATH, NumGLUE and the held-out split "
+        "(training templates, fresh numbers).",
+        "",
+    ]
+
+
+def _program_table(ds) -> list[str]:
+    """Share of completions that are programs, and their accuracy with and without execution."""
+    if "programs" not in ds:
+        return []
+    n = ds.attrs.get("n_test") or 1
+    on = "on" if ds.attrs.get("execute_programs", 1) else "off (scored on their text)"
+    lines = [
+        "### Program-of-thought completions (run in the sandbox; execution " + on + ")",
+        "",
+        "Completions containing `print(` (MAmmoTH's test), summed over the 6 benchmarks; "
+        "accuracy of those programs when run (what they print) and when read as text; "
+        "mean ± sd over seeds.",
+        "",
+        "| model | programs % of completions | programs correct, run % | programs correct, "
+        "as text % | overall accuracy, run | overall accuracy, as text |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    rows = [("PT", "pt_", None)] + [(str(v), "", v) for v in ds["variant"].values]
+    for label, pre, v in rows:
+
+        def get(k, pre=pre, v=v):
+            da = ds[pre + k] if v is None else ds[k].sel(variant=v)
+            return da.sum("benchmark").values  # per seed (a scalar for PT)
+
+        progs, ok, ok_text = get("programs"), get("programs_correct"), get("programs_correct_text")
+        acc = (ds["pt_accuracy"] if v is None else ds["accuracy"].sel(variant=v)).values
+        correct = n * np.asarray(acc).sum(-1)
+        total = n * ds.sizes["benchmark"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cells = [
+                _mean_sd(100 * progs / total, 1),
+                _mean_sd(np.where(progs > 0, 100 * ok / progs, np.nan), 1),
+                _mean_sd(np.where(progs > 0, 100 * ok_text / progs, np.nan), 1),
+                _mean_sd(100 * correct / total, 1),
+                _mean_sd(100 * (correct - ok + ok_text) / total, 1),
+            ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines + [""]
 
@@ -987,6 +1144,7 @@ def report(ds) -> str:
             f"{total / 60 / 2:.1f} minutes on 2 idle cores (one thread per worker).",
             "",
         ]
+    out += _contamination_lines(ds)
     out += _table(ds, {"pt": "PT", "ft": "FT", "ft_up": "FT+UP"}, "Table 2 layout")
     out += _table(
         ds,
@@ -1020,6 +1178,7 @@ def report(ds) -> str:
         "Optimizers",
     )
     out += _diffs(ds, _PAIRS)
+    out += _program_table(ds)
     if "heldout_loss" in ds:
         out += _heldout_table(ds, ["pt", *ds["variant"].values.tolist()])
         out += _diffs(ds, _PAIRS, _mean_heldout_loss, "mean held-out loss", "nats/token",
@@ -1038,7 +1197,8 @@ def report(ds) -> str:
         "### Learning-time entropy (main paper eq. 11) during fine-tuning",
         "",
         "Entropy of the sum-normalized half-drop times of the 13 sources' probe losses, "
-        "and of the proxy's two clusters (hard, easy); higher = more uniform learning.",
+        "and of the proxy's two clusters (hard, easy); higher = more uniform learning "
+        "(mean ± sd over seeds, ddof=1, as in every table here).",
         "",
         "| variant | entropy (sources) | entropy (clusters) | t_easy | t_hard |",
         "|---|---:|---:|---:|---:|",
@@ -1049,8 +1209,7 @@ def report(ds) -> str:
         th = ds["t_hard"].sel(variant=v).values
         te = ds["t_easy"].sel(variant=v).values
         out.append(
-            f"| {v} | {np.nanmean(e1):.4f} ± {np.nanstd(e1):.4f} | "
-            f"{np.nanmean(e2):.4f} ± {np.nanstd(e2):.4f} | {np.nanmean(te):.1f} | "
+            f"| {v} | {_mean_sd(e1, 4)} | {_mean_sd(e2, 4)} | {np.nanmean(te):.1f} | "
             f"{np.nanmean(th):.1f} |"
         )
     if "ft_up" in ds["variant"].values:

@@ -22,8 +22,18 @@ Held-out test sets (:func:`generate_benchmarks`) come in the six formats the eva
 ``svamp`` (new word-problem templates with distractor numbers), ``deepmind`` (terse DeepMind-
 Mathematics phrasing: signed arithmetic, function evaluation, rounding, place value) and
 ``mmlu_math`` (four-choice questions of types the training multiple-choice source lacks) as
-transfer sets, the analog of SVAMP/DeepMind/MMLU-Math. Test problems never repeat a training or
-pre-training instruction.
+transfer sets, the analog of SVAMP/DeepMind/MMLU-Math. None of the DeepMind phrasings occurs in
+training (its signed sums read "Evaluate -12 - -7 + 5.", not the arithmetic source's
+"Calculate ...").
+
+**Decontamination by construction.** No benchmark or held-out problem is a near-duplicate of a
+training or pre-training problem: a candidate whose numbers (the digit runs of its text, in
+order) equal those of any training or pre-training problem is drawn again. This excludes a name
+or item swap ("Ann has 3 boxes with 4 pencils" / "Ben has 3 boxes with 4 apples"), the same
+template with the same numbers, and the same numbers under another phrasing of the same task.
+:func:`contamination` measures it after the fact (0 near-duplicates) and reports the *template*
+overlap separately: ``gsm8k``, ``math``, ``numglue`` and the held-out split reuse the training
+templates with fresh numbers (in-distribution by design); the transfer sets do not.
 
 Examples:
     >>> recs = generate_corpus(200, seed=0)
@@ -39,7 +49,8 @@ import dataclasses
 import json
 import os
 import random
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Collection, Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -50,6 +61,9 @@ __all__ = [
     "generate_benchmarks",
     "write_corpus",
     "fmt_number",
+    "number_key",
+    "template_key",
+    "contamination",
 ]
 
 _NAMES = [
@@ -82,6 +96,41 @@ _ITEMS = [
     "shell",
     "stamp",
 ]
+
+
+def number_key(text: str) -> tuple[str, ...]:
+    """The digit runs of ``text`` in order: two problems with the same key are near-duplicates.
+
+    Signs, decimal points and fraction bars are ignored, so the key is coarser than the
+    numbers themselves (a conservative exclusion).
+
+    Examples:
+        >>> number_key("Ann has 3 boxes with 12 pencils in each box.")
+        ('3', '12')
+        >>> number_key("Evaluate -4 - 2.5.") == number_key("Calculate 4 - 2 + 5.")
+        True
+    """
+    return tuple(re.findall(r"\d+", text))
+
+
+def _near_keys(text: str) -> set[tuple[str, ...]]:
+    """Keys of a question and, for multiple choice, of its stem without the choices."""
+    return {number_key(text), number_key(text.split("\nAnswer Choices")[0])}
+
+
+_NAME_RE = re.compile(r"\b(?:" + "|".join(_NAMES) + r")\b")
+_ITEM_RE = re.compile(r"\b(?:" + "|".join(_ITEMS) + r")s?\b")
+_NUM_RE = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def template_key(text: str) -> str:
+    """``text`` with its numbers, names and items abstracted (the generator's template).
+
+    Examples:
+        >>> template_key("Ann has 3 boxes with 12 pencils in each box.")
+        '<name> has # boxes with # <item> in each box.'
+    """
+    return _NUM_RE.sub("#", _ITEM_RE.sub("<item>", _NAME_RE.sub("<name>", text)))
 
 
 def fmt_number(x: Fraction | int | float) -> str:
@@ -600,6 +649,7 @@ def generate_corpus(
     sources: Sequence[Source] = SOURCES,
     noise_rate: float = 0.0,
     exclude: set[str] | None = None,
+    near_exclude: Collection[str] | None = None,
 ) -> list[dict]:
     """``n`` MathInstruct-format records (``instruction``, ``output``, ``source``) plus metadata.
 
@@ -609,6 +659,8 @@ def generate_corpus(
         sources: the sources to draw from (by weight).
         noise_rate: fraction of records whose final answer is replaced by a wrong one.
         exclude: instructions that must not be generated (e.g. another split's).
+        near_exclude: instructions that must not be near-duplicated: a problem with the same
+            :func:`number_key` as one of them is drawn again (decontamination).
 
     Returns:
         Records with extra fields ``level`` (1-4), ``answer`` (exact, as text), ``style`` and
@@ -621,6 +673,7 @@ def generate_corpus(
     rng = random.Random(seed)
     weights = [s.weight for s in sources]
     seen = set(exclude or ())
+    banned = {k for q in near_exclude or () for k in _near_keys(q)}
     out: list[dict] = []
     tries = 0
     while len(out) < n:
@@ -630,7 +683,7 @@ def generate_corpus(
         src = rng.choices(sources, weights)[0]
         level = rng.randint(1, 4)
         prob = src.generate(rng, level)
-        if prob.question in seen:
+        if prob.question in seen or _near_keys(prob.question) & banned:
             continue
         seen.add(prob.question)
         corrupted = noise_rate > 0 and rng.random() < noise_rate
@@ -676,9 +729,9 @@ def _svamp(rng):
 
 def _deepmind(rng):
     kind = rng.randrange(5)
-    if kind == 0:
+    if kind == 0:  # DeepMind's add_sub phrasing; training's arithmetic says "Calculate"
         a, b, c = rng.randint(-50, 50), rng.randint(-50, 50), rng.randint(-50, 50)
-        return f"Calculate {a} - {b} + {c}.", a - b + c
+        return f"Evaluate {a} - {b} + {c}.", a - b + c
     if kind == 1:
         m, k = rng.randint(2, 9), rng.randint(-9, 9)
         x = rng.randint(-6, 6)
@@ -718,6 +771,14 @@ def _mmlu(rng):
     return q, [str(o) for o in opts], opts.index(ans)
 
 
+def _mmlu_text(item) -> str:
+    """The question as :func:`llm_validation.data.load_benchmark` shows it to the model."""
+    q, choices, _ = item
+    return f"{q}\nAnswer Choices: " + " ".join(
+        f"({letter}) {c}" for letter, c in zip("ABCD", choices, strict=True)
+    )
+
+
 def generate_benchmarks(
     n: int, *, seed: int = 1, exclude: set[str] | None = None
 ) -> dict[str, list[dict]]:
@@ -725,31 +786,37 @@ def generate_benchmarks(
 
     ``gsm8k``/``math``/``numglue`` are fresh instances of training sources; ``svamp``,
     ``deepmind`` and ``mmlu_math`` are templates and formats absent from training (transfer).
-    No question equals an instruction in ``exclude``.
+    No question equals an instruction in ``exclude`` or shares its :func:`number_key` with one
+    (no near-duplicate: see the module docstring).
     """
     rng = random.Random(seed)
     seen = set(exclude or ())
+    banned = {k for q in exclude or () for k in _near_keys(q)}
 
-    def fresh(make):
+    def fresh(make, text=lambda item: item[0]):
+        """A problem not in ``seen`` whose text (as the model reads it) is not banned."""
         for _ in range(1000):
             item = make()
-            key = item[0] if isinstance(item, tuple) else item.question
-            if key not in seen:
-                seen.add(key)
+            t = text(item)
+            if t not in seen and not _near_keys(t) & banned:
+                seen.add(t)
                 return item
         raise ValueError("could not draw a fresh test problem (space exhausted).")
 
     def level():
         return rng.randint(1, 4)
 
-    gsm = [fresh(lambda: gen_gsm(rng, level())) for _ in range(n)]
+    def question(p):
+        return p.question
+
+    gsm = [fresh(lambda: gen_gsm(rng, level()), question) for _ in range(n)]
     math_srcs = [gen_linear, gen_fractions, gen_gcd]
-    mth = [fresh(lambda: rng.choice(math_srcs)(rng, level())) for _ in range(n)]
+    mth = [fresh(lambda: rng.choice(math_srcs)(rng, level()), question) for _ in range(n)]
     ng_srcs = [gen_percent, gen_units, gen_rate, gen_arith]
-    ng = [fresh(lambda: rng.choice(ng_srcs)(rng, level())) for _ in range(n)]
-    sv = [fresh(lambda: _svamp(rng)) for _ in range(n)]
+    ng = [fresh(lambda: rng.choice(ng_srcs)(rng, level()), question) for _ in range(n)]
+    sv = [fresh(lambda: _svamp(rng), lambda it: f"{it[0]} {it[1]}") for _ in range(n)]
     dm = [fresh(lambda: _deepmind(rng)) for _ in range(n)]
-    mm = [fresh(lambda: _mmlu(rng)) for _ in range(n)]
+    mm = [fresh(lambda: _mmlu(rng), _mmlu_text) for _ in range(n)]
     return {
         "gsm8k": [{"question": p.question, "answer": _gsm(p)} for p in gsm],
         "math": [{"question": p.question, "answer": [p.shown, float(p.answer)]} for p in mth],
@@ -758,6 +825,46 @@ def generate_benchmarks(
         "deepmind": [{"question": q, "answer": fmt_number(a)} for q, a in dm],
         "mmlu_math": [{"question": q, "choices": c, "answer": i} for q, c, i in mm],
     }
+
+
+def _shown(name: str, rec: dict) -> str:
+    """A benchmark record's question as the evaluator shows it to the model."""
+    if name == "svamp":
+        return f"{rec['Body'].strip()} {rec['Question'].strip()}"
+    if name == "mmlu_math":
+        return _mmlu_text((rec["question"], rec["choices"], rec["answer"]))
+    return rec["question"]
+
+
+def contamination(splits: dict[str, Sequence[str]], reference: Sequence[str]) -> dict:
+    """Exact and near duplicates of ``reference`` problems in each split, and template overlap.
+
+    Args:
+        splits: ``{name: questions}`` (as the model reads them).
+        reference: the training and pre-training instructions.
+
+    Returns:
+        ``{name: {"n", "exact", "near", "template_overlap"}}``: counts of questions equal to a
+        reference problem, sharing a :func:`number_key` with one (near-duplicates; 0 by
+        construction for the benchmarks and the held-out split), and the fraction whose
+        :func:`template_key` occurs in the reference (in-distribution by design for ``gsm8k``,
+        ``math``, ``numglue`` and the held-out split).
+    """
+    exact = set(reference)
+    keys = {k for q in reference for k in _near_keys(q)}
+    templates = {template_key(q.split("\nAnswer Choices")[0]) for q in reference}
+    out = {}
+    for name, qs in splits.items():
+        out[name] = {
+            "n": len(qs),
+            "exact": sum(q in exact for q in qs),
+            "near": sum(bool(_near_keys(q) & keys) for q in qs),
+            "template_overlap": sum(
+                template_key(q.split("\nAnswer Choices")[0]) in templates for q in qs
+            )
+            / max(1, len(qs)),
+        }
+    return out
 
 
 def write_corpus(
@@ -770,16 +877,19 @@ def write_corpus(
     seed: int = 0,
     noise_rate: float = 0.0,
 ) -> dict[str, Path]:
-    """Write ``MathInstruct.json``, optional ``pretrain.json``/``heldout.json`` and ``dataset/``.
+    """Write ``MathInstruct.json``, optional ``pretrain.json``/``heldout.json``, ``dataset/``.
 
     The pre-training split, the training file, the held-out split and the benchmarks are
-    disjoint by instruction. The held-out split is drawn from the training distribution (same
-    sources and weights) but is always clean (``noise_rate`` 0): its solutions' loss under a
-    fine-tuned model is a low-variance, continuous measure of what was learned, per source.
+    disjoint by instruction, and no benchmark or held-out problem is a near-duplicate of a
+    training or pre-training problem (module docstring). The held-out split is drawn from the
+    training distribution (same sources and weights) but is always clean (``noise_rate`` 0): its
+    solutions' loss under a fine-tuned model is a low-variance, continuous measure of what was
+    learned, per source. ``contamination.json`` records :func:`contamination` of every
+    benchmark and the held-out split against training + pre-training.
 
     Returns:
         ``{"train": path, "pretrain": path or None, "heldout": path or None,
-        "benchmarks": folder}`` (``dataset/`` in the MAmmoTH layout).
+        "benchmarks": folder, "contamination": path}`` (``dataset/`` in the MAmmoTH layout).
     """
     if isinstance(n_heldout, bool) or not isinstance(n_heldout, int) or n_heldout < 0:
         raise ValueError(f"`n_heldout` must be an int >= 0; got {n_heldout!r}.")
@@ -791,15 +901,21 @@ def write_corpus(
     train = generate_corpus(
         n_train, seed=seed, noise_rate=noise_rate, exclude={r["instruction"] for r in pre}
     )
-    used = {r["instruction"] for r in pre} | {r["instruction"] for r in train}
-    benches = generate_benchmarks(n_test, seed=seed + 20_000, exclude=used)
-    used |= {r["question"] for recs in benches.values() for r in recs if "question" in r}
-    held = generate_corpus(n_heldout, seed=seed + 30_000, exclude=used) if n_heldout else []
+    reference = [r["instruction"] for r in pre] + [r["instruction"] for r in train]
+    benches = generate_benchmarks(n_test, seed=seed + 20_000, exclude=set(reference))
+    shown = {name: [_shown(name, r) for r in recs] for name, recs in benches.items()}
+    used = set(reference) | {q for qs in shown.values() for q in qs}
+    held = (
+        generate_corpus(n_heldout, seed=seed + 30_000, exclude=used, near_exclude=reference)
+        if n_heldout
+        else []
+    )
     paths: dict[str, Path | None] = {
         "train": folder / "MathInstruct.json",
         "pretrain": None,
         "heldout": None,
         "benchmarks": folder / "dataset",
+        "contamination": folder / "contamination.json",
     }
 
     def dump(path: Path, obj, jsonl: bool = False) -> None:
@@ -818,4 +934,9 @@ def write_corpus(
         dump(paths["heldout"], held)
     for name, recs in benches.items():
         dump(folder / "dataset" / BENCHMARK_FILES[name], recs, jsonl=name == "gsm8k")
+    if held:
+        shown["heldout"] = [r["instruction"] for r in held]
+    report = contamination(shown, reference)
+    report["reference"] = {"train": len(train), "pretrain": len(pre)}
+    dump(paths["contamination"], report)
     return paths  # type: ignore[return-value]

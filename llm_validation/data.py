@@ -188,8 +188,7 @@ def _read_records(path: Path, *, what: str) -> list[tuple[int, object]]:
 def _field(path: Path, line: int, rec: object, name: str, types=(str,), *, nonempty=True):
     if not isinstance(rec, dict):
         raise DataFormatError(
-            f"{path}:{line}: expected a JSON object with field {name!r}; got "
-            f"{type(rec).__name__}."
+            f"{path}:{line}: expected a JSON object with field {name!r}; got {type(rec).__name__}."
         )
     if name not in rec:
         raise DataFormatError(

@@ -3,8 +3,11 @@
 Prompts are the Alpaca no-input template around each question (zero-shot, as MAmmoTH and the
 paper); generation is greedy, batched over length-sorted prompts with left padding, and stops
 at MAmmoTH's stop strings (the completion is cut before the first one). Answers are extracted
-and scored by :mod:`llm_validation.scoring`. Per benchmark the predictions (question, gold,
-completion, extracted answer, verdict) are written as JSONL and the accuracy as JSON, both
+and scored by :mod:`llm_validation.scoring`; program-of-thought completions (MAmmoTH's test: they
+contain ``print(``) are run in the sandbox of :mod:`llm_validation.execution` and scored on what
+they print (``execute=False``: on their text). Per benchmark the predictions (question, gold,
+completion, whether it is a program and what it printed, the extracted answer and verdict, and
+the answer and verdict from the text alone) are written as JSONL and the accuracy as JSON, both
 atomically; a benchmark already scored is not generated again.
 
 :func:`accuracy_table` prints the accuracies in the layout of the paper's Table 2 (rows: the
@@ -22,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from llm_validation.data import BENCHMARKS, Benchmark, format_prompt
-from llm_validation.scoring import extract_answer, is_correct
+from llm_validation.scoring import extract_answer, is_correct, is_program, program_outputs
 
 __all__ = ["generate", "evaluate_benchmarks", "accuracy_table", "GenerationStats", "cut_at_stop"]
 
@@ -122,6 +125,8 @@ def evaluate_benchmarks(
     stop_strings: Sequence[str] = (),
     progress: bool = True,
     meta: Mapping | None = None,
+    execute: bool = True,
+    program_timeout_s: float = 5.0,
 ) -> dict[str, dict]:
     """Generate, extract, score each benchmark; write predictions and scores (resumable).
 
@@ -135,9 +140,14 @@ def evaluate_benchmarks(
         stop_strings: generation stops at any of these.
         progress: progress bars.
         meta: provenance stored in ``scores.json``.
+        execute: run program-of-thought completions in the sandbox and score their output
+            (MAmmoTH); ``False`` scores their text.
+        program_timeout_s: wall-clock limit per program.
 
     Returns:
-        ``{name: {"accuracy": float, "correct": int, "n": int, "no_answer": int}}``.
+        ``{name: {"accuracy", "correct", "n", "no_answer", "programs", "programs_correct",
+        "programs_correct_text", "execute"}}``: the counts of completions that are programs,
+        of those scored correct (as scored), and of those correct on their text alone.
     """
     from llm_validation.data import write_jsonl
     from sims.io import read_json, write_json
@@ -154,17 +164,30 @@ def evaluate_benchmarks(
             model, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size,
             stop_strings=stop_strings, progress=progress, stats=stats, desc=name,
         )  # fmt: skip
-        rows, correct, none = [], 0, 0
-        for it, comp in zip(bench.items, comps, strict=True):
-            pred = extract_answer(name, comp)
-            ok = is_correct(name, pred, it.answer)
-            correct += ok
-            none += pred is None
+        printed = program_outputs(comps, timeout_s=program_timeout_s) if execute else None
+        rows = []
+        for i, (it, comp) in enumerate(zip(bench.items, comps, strict=True)):
+            prog = is_program(comp)
+            text_pred = extract_answer(name, comp, execute=False)
+            text_ok = is_correct(name, text_pred, it.answer)
+            pred, ok = text_pred, text_ok
+            if execute and prog:
+                pred = extract_answer(name, comp, program_output=printed[i])
+                ok = is_correct(name, pred, it.answer)
             rows.append({"index": it.index, "question": it.question, "gold": it.answer,
-                         "completion": comp, "prediction": pred, "correct": ok})  # fmt: skip
+                         "completion": comp, "program": prog,
+                         "program_output": printed[i] if printed else None,
+                         "prediction": pred, "correct": ok,
+                         "prediction_text": text_pred, "correct_text": text_ok})  # fmt: skip
         write_jsonl(out / f"{name}.jsonl", rows)
+        progs = [r for r in rows if r["program"]]
+        correct = sum(r["correct"] for r in rows)
         scores[name] = {"accuracy": correct / len(rows), "correct": correct, "n": len(rows),
-                        "no_answer": none}  # fmt: skip
+                        "no_answer": sum(r["prediction"] is None for r in rows),
+                        "programs": len(progs),
+                        "programs_correct": sum(r["correct"] for r in progs),
+                        "programs_correct_text": sum(r["correct_text"] for r in progs),
+                        "execute": execute}  # fmt: skip
         write_json(scores_path, {"scores": scores, "generation": stats.as_dict()},
                    meta=dict(meta or {}))  # fmt: skip
     return scores

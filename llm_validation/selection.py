@@ -155,7 +155,7 @@ def plot_selection(traj, selection, path, *, max_sources: int = 12):
         ax.set_xlabel("proxy step")
         ax.set_ylabel("loss")
         ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(names):]:
+    for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
     fig.suptitle(
         f"hard (upsampled) vs easy trajectories; {100 * selection.attrs['hard_fraction']:.1f}% "

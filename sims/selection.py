@@ -82,7 +82,9 @@ class ClusterResult:
         hard_cluster: label of the hard cluster (the highest mean loss), ``n_clusters - 1``.
         hard_mask: ``(n_examples,)`` boolean, ``labels == hard_cluster``.
         centers: ``(n_clusters, n_features)`` k-means centres in feature space (relabelled).
-        cluster_means: ``(n_clusters,)`` mean raw loss (over examples and checkpoints) per cluster.
+        cluster_means: ``(n_clusters,)`` per cluster, the mean loss over examples and
+            checkpoints (``"trajectory"``), over examples at the last checkpoint (``"last"``),
+            or the mean consecutive ratio (``"relative"``): the score that ranks the clusters.
         cluster_sizes: ``(n_clusters,)`` number of examples per cluster.
         features: the feature map used (``"trajectory"``, ``"last"`` or ``"relative"``).
         inertia: k-means within-cluster sum of squares.
@@ -110,8 +112,9 @@ class ClusterResult:
     ) -> ClusterResult:
         """Build a result from raw cluster labels of any k-means (e.g. a batched GPU/JAX one).
 
-        Relabels clusters by increasing mean loss (mean relative ratio for ``"relative"``) so
-        the hard cluster is the last one, exactly as :func:`cluster_trajectories` does.
+        Relabels clusters by increasing mean loss (mean relative ratio for ``"relative"``, mean
+        final-checkpoint loss for ``"last"``) so the hard cluster is the last one, exactly as
+        :func:`cluster_trajectories` does.
 
         Args:
             losses: ``(n_examples, n_checkpoints)`` the clustered losses.
@@ -138,7 +141,9 @@ class ClusterResult:
                 [feats[raw == j].mean(0) if np.any(raw == j) else np.full(feats.shape[1], np.nan)
                  for j in range(k)]
             )  # fmt: skip
-        score_src = feats if features == "relative" else np.nan_to_num(arr, nan=0.0)
+        # "last" ranks clusters by the final-checkpoint loss it clustered on (the paper's
+        # "final values"), not by the mean over checkpoints, which can disagree with it
+        score_src = feats if features in ("relative", "last") else np.nan_to_num(arr, nan=0.0)
         means = np.array(
             [score_src[raw == j].mean() if np.any(raw == j) else -np.inf for j in range(k)]
         )
@@ -227,7 +232,8 @@ def cluster_trajectories(
     Implements the selection step of Section 5 of the main paper (proxy loss trajectories at K
     checkpoints, 2-cluster k-means, upsample the cluster with the higher average loss). Labels are
     relabelled by increasing mean loss so they do not depend on k-means' arbitrary numbering.
-    For ``features="relative"`` "mean loss" is the mean relative ratio (slowest decrease = hard).
+    For ``features="relative"`` "mean loss" is the mean relative ratio (slowest decrease = hard);
+    for ``features="last"`` it is the mean loss at the last checkpoint (the values clustered).
 
     Args:
         losses: ``(n_examples, n_checkpoints)`` per-example losses (a 1-d array is one
@@ -391,7 +397,9 @@ def usage_weights(n_examples: int, selected_mask, factor: int = 1) -> np.ndarray
     Args:
         n_examples: dataset size.
         selected_mask: ``(n_examples,)`` boolean mask of examples to upsample.
-        factor: extra copies per selected example (``upsample_amount``; 1 in the paper).
+        factor: extra copies per selected example (the authors' ``upsample_amount``; the
+            paper states no value; their code defaults to 3 and its configs use 1, e.g.
+            ``configs/s2l_upsample_6.yml`` of chrisVat/sam at 1c560fc).
 
     Returns:
         ``(n_examples,)`` int64 array.
@@ -539,8 +547,9 @@ def cluster_by_source(
 
     * ``small_sources="below_mean"`` (the authors' rule): a source with fewer examples than the
       mean source size is selected whole;
-    * ``min_source_size`` (the authors' relative variant uses 78): a source with fewer examples
-      is selected whole, whatever the rule;
+    * ``min_source_size``: a source with fewer examples is selected whole, whatever the rule
+      (the authors' code, chrisVat/sam at 1c560fc, uses 78 in both ``S2LUpsample`` and
+      ``S2LRelativeUpsample``; the paper gives no number);
     * ``small_sources="none"`` and ``min_source_size=0``: every source is clustered.
 
     A clustered source whose features have fewer distinct rows than ``n_clusters`` (e.g. all

@@ -32,6 +32,37 @@ def test_paired_ci_matches_a_t_test():
     assert math.isnan(paired_ci([2.0])[1])
 
 
+def test_paired_ci_leaves_out_a_nan_seed():
+    # finite seeds 0.1 and 0.3: mean 0.2, sd 0.1414 (ddof=1), se 0.1, t(0.975, 1) = 12.7062
+    m, lo, hi = paired_ci([0.1, float("nan"), 0.3])
+    assert m == pytest.approx(0.2)
+    assert (lo, hi) == pytest.approx((0.2 - 1.270620, 0.2 + 1.270620), abs=1e-6)
+    assert all(math.isnan(x) for x in paired_ci([float("nan")] * 3))
+    m, lo, hi = paired_ci([float("nan"), 0.7, float("inf")])
+    assert m == pytest.approx(0.7) and math.isnan(lo) and math.isnan(hi)
+
+
+def test_report_rows_with_a_nan_seed_and_sample_sd_everywhere():
+    ds = _synthetic_results()
+    # one seed of ft_up has no held-out loss (a crashed run): the row keeps its 2 seeds
+    held = ds["heldout_loss"].values.copy()
+    held[1, 2, :] = np.nan
+    ds["heldout_loss"] = (("variant", "seed", "heldout"), held)
+    # entropies with spread: sample sd of [0.60, 0.62, 0.64] is 0.02 (0.01633 with ddof=0)
+    ent = ds["entropy_sources"].values.copy()
+    ent[1] = [0.60, 0.62, 0.64]
+    ds["entropy_sources"] = (("variant", "seed"), ent)
+    text = report(ds)
+    rows = text.split("Paired differences in mean held-out loss")[1].splitlines()
+    row = next(ln for ln in rows if ln.startswith("| ft_up − ft |"))
+    # per seed -0.15, -0.15, nan: mean -0.15 over the 2 finite seeds, interval of width 0
+    assert "| -0.1500 | [-0.1500, -0.1500] |" in row and "nan" in row
+    assert "ft_up better (2 of 3 seeds; the others gave no number)" in row
+    assert "one seed" not in row
+    ent_row = next(ln for ln in text.splitlines() if ln.startswith("| ft_up | 0.6200"))
+    assert ent_row.startswith("| ft_up | 0.6200 ± 0.0200 |")
+
+
 def test_learning_times_interpolate_the_half_drop():
     steps = np.array([0, 10, 20, 30])
     curves = np.array(
@@ -93,12 +124,39 @@ def test_micro_run_end_to_end(tmp_path):
     text = (tmp_path / "report.md").read_text()
     assert "### Table 2 layout" in text and "| GSM8K |" in text
     assert "ft_up − ft" in text and "one seed: no interval" in text
+    # programs run in the sandbox: counted per benchmark, reported with and without execution
+    assert ds["programs"].dims == ("variant", "seed", "benchmark")
+    assert (ds["programs_correct"] <= ds["programs"]).all()
+    assert "### Program-of-thought completions" in text
+    assert "Decontamination (against the training and pre-training problems)" in text
+    assert "0 near-duplicates" in text and "1 near-duplicates" not in text
     assert report(ds) == text
     # the upsampled run trained on more examples than FT (compute is not matched to FT)
     assert ds["train_seconds"].sel(variant="ft_up").item() > 0
     # resume: everything is loaded from the job store, nothing is retrained
     again = run_confirmation(cfg, tmp_path, quiet=True)
     np.testing.assert_array_equal(again["accuracy"].values, ds["accuracy"].values)
+    # the horizon check: other fine-tuning epochs on the same pre-trained models and proxies
+    longer = dataclasses.replace(
+        cfg, variants=("ft", "ft_up"), finetune=dataclasses.replace(cfg.finetune, epochs=2)
+    )
+    ep = run_confirmation(longer, tmp_path / "ep2", quiet=True, reuse_from=tmp_path)
+    assert json.loads(ep.attrs["models"]) == json.loads(ds.attrs["models"])
+    assert not (tmp_path / "ep2" / "pretrain_target").exists()
+    assert not (tmp_path / "ep2" / "seed0" / "proxy_small").exists()
+    np.testing.assert_array_equal(ep["pt_accuracy"].values, ds["pt_accuracy"].values)
+    assert (tmp_path / "ep2" / "seed0" / "ft_up").is_dir()
+
+
+def test_reuse_needs_a_finished_run_of_the_same_corpus(tmp_path):
+    cfg = dataclasses.replace(SCALES["quick"], variants=("ft",), seeds=(0,))
+    with pytest.raises(ValueError, match="`reuse_from`=.* is not the folder of another"):
+        run_confirmation(cfg, tmp_path / "a", quiet=True, reuse_from=tmp_path / "none")
+    (tmp_path / "b" / "jobs").mkdir(parents=True)
+    (tmp_path / "b" / "data").mkdir()
+    (tmp_path / "b" / "data" / "MathInstruct.json").write_text("[]")
+    with pytest.raises(ValueError, match="differs from this run's"):
+        run_confirmation(cfg, tmp_path / "a", quiet=True, reuse_from=tmp_path / "b")
 
 
 def test_every_variant_is_described():
@@ -194,3 +252,19 @@ def test_confirm_checks_out_before_any_work(tmp_path, capsys):
     blocker.write_text("x")
     assert main(["confirm", "--scale", "cpu", "--out", str(blocker / "sub")]) == 2
     assert "`--out`" in capsys.readouterr().err
+
+
+def test_program_table_shares_and_accuracies():
+    ds = _synthetic_results()
+    ds.attrs["n_test"] = 10  # 6 benchmarks x 10 problems = 60 completions per run
+    shape = (ds.sizes["variant"], 3, 6)
+    per_bench = {"programs": 1, "programs_correct": 0.5, "programs_correct_text": 0}
+    for k, v in per_bench.items():  # per run: 6 programs, 3 right when run, 0 as text
+        ds[k] = (("variant", "seed", "benchmark"), np.full(shape, float(v)))
+        ds["pt_" + k] = ("benchmark", np.zeros(6))
+    text = report(ds)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| ft | 10.0"))
+    # ft accuracy 30/32/28 %: 18, 19.2, 16.8 right of 60; as text 3 fewer: 25.0/27.0/23.0 %
+    assert row == "| ft | 10.0 ± 0.0 | 50.0 ± 0.0 | 0.0 ± 0.0 | 30.0 ± 2.0 | 25.0 ± 2.0 |"
+    pt = next(ln for ln in text.splitlines() if ln.startswith("| PT |"))
+    assert pt == "| PT | 0.0 | – | – | 5.0 | 5.0 |"

@@ -12,7 +12,13 @@ from fractions import Fraction
 
 import pytest
 
-from llm_validation.corpus import SOURCES, generate_benchmarks, generate_corpus, write_corpus
+from llm_validation.corpus import (
+    SOURCES,
+    contamination,
+    generate_benchmarks,
+    generate_corpus,
+    write_corpus,
+)
 from llm_validation.data import BENCHMARKS, load_benchmark, load_mathinstruct
 from llm_validation.scoring import extract_answer, is_correct
 
@@ -132,8 +138,8 @@ def test_benchmarks_in_every_format_with_correct_golds(tmp_path):
     dm = load_benchmark("deepmind", root=paths["benchmarks"])
     for it in dm.items:  # independent solutions of the DeepMind-style phrasings
         q = it.question
-        if q.startswith("Calculate "):
-            want = Fraction(eval(q[len("Calculate ") : -1]))  # noqa: S307
+        if q.startswith("Evaluate "):
+            want = Fraction(eval(q[len("Evaluate ") : -1]))  # noqa: S307
         elif q.startswith("Let f(x)"):
             m, k, x = (int(v) for v in re.findall(r"-?\d+", q.replace("f(x)", "")))
             want = Fraction(m * x + k)
@@ -200,3 +206,103 @@ def test_corpus_cli_writes_every_split(tmp_path, capsys):
     assert len(load_benchmark("gsm8k", root=out / "dataset")) == 5
     assert main(["corpus", "--out", str(tmp_path / "d"), "--n-heldout", "-3"]) == 2
     assert "n_heldout" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- decontamination
+# An independent notion of near-duplicate, written without the generator's keys, names or items:
+# the same numbers (exact signed values) in the same order, and the same words except for
+# single-word substitutions (a name or an item swapped; the same template).
+
+_NUM = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:/\d+)?")
+
+
+def _numbers_and_words(question: str):
+    text = question.replace("$", " ").replace(",", " ")
+    nums = tuple(Fraction(x) for x in _NUM.findall(text))
+    words = re.findall(r"[A-Za-z]+|[^\sA-Za-z\d.\-/]", _NUM.sub(" ", text))
+    return nums, words
+
+
+def _index(reference) -> dict:
+    by_numbers = {}
+    for q in reference:
+        for part in {q, q.split("\nAnswer Choices")[0]}:
+            nums, words = _numbers_and_words(part)
+            if nums:
+                by_numbers.setdefault(nums, []).append(words)
+    return by_numbers
+
+
+def _near_duplicates(questions, reference) -> list[str]:
+    """The ``questions`` that near-duplicate a problem of ``reference`` (an :func:`_index`)."""
+    by_numbers = reference if isinstance(reference, dict) else _index(reference)
+    found = []
+    for q in questions:
+        for part in {q, q.split("\nAnswer Choices")[0]}:
+            nums, words = _numbers_and_words(part)
+            for other in by_numbers.get(nums, []):
+                same_shape = len(other) == len(words)
+                if same_shape and all(
+                    a == b or (a.isalpha() and b.isalpha())
+                    for a, b in zip(words, other, strict=True)
+                ):
+                    found.append(q)
+                    break
+            else:
+                continue
+            break
+    return found
+
+
+@pytest.fixture(scope="module")
+def fresh_corpus(tmp_path_factory):
+    """A fresh corpus of the size the issue measured on (3000 training, 3000 pre-training)."""
+    folder = tmp_path_factory.mktemp("fresh")
+    paths = write_corpus(folder, n_train=3000, n_pretrain=3000, n_test=200, n_heldout=500, seed=5)
+    reference = [e.instruction for e in load_mathinstruct(paths["train"])]
+    reference += [e.instruction for e in load_mathinstruct(paths["pretrain"])]
+    tests = {n: [it.question for it in load_benchmark(n, root=paths["benchmarks"]).items]
+             for n in BENCHMARKS}  # fmt: skip
+    tests["heldout"] = [r["instruction"] for r in json.loads(paths["heldout"].read_text())]
+    return paths, reference, tests
+
+
+def test_no_near_duplicate_in_any_benchmark_or_the_heldout_split(fresh_corpus):
+    paths, reference, tests = fresh_corpus
+    index = _index(reference)
+    for name, qs in tests.items():
+        assert _near_duplicates(qs, index) == [], name
+    report = json.loads(paths["contamination"].read_text())
+    for name, qs in tests.items():
+        assert report[name]["n"] == len(qs) and report[name]["exact"] == report[name]["near"] == 0
+
+
+def test_the_check_finds_the_leaks_of_an_unprotected_split(fresh_corpus):
+    # control: the same generators without the exclusion leak, as the issue measured
+    _, reference, _ = fresh_corpus
+    index = _index(reference)
+    leaky = generate_benchmarks(200, seed=11)
+    gsm = _near_duplicates([r["question"] for r in leaky["gsm8k"]], index)
+    assert len(gsm) > 40  # the issue: about a third of the GSM8K-format items
+    held = generate_corpus(500, seed=12, exclude=set(reference))  # exact exclusion only
+    assert len(_near_duplicates([r["instruction"] for r in held], index)) > 10
+    # and contamination() counts them too
+    rep = contamination({"gsm8k": [r["question"] for r in leaky["gsm8k"]]}, reference)
+    assert rep["gsm8k"]["near"] >= len(gsm)
+
+
+def test_template_overlap_in_distribution_by_design_and_deepmind_phrasing_new(fresh_corpus):
+    paths, reference, tests = fresh_corpus
+    report = json.loads(paths["contamination"].read_text())
+    for name in ("gsm8k", "math", "numglue", "heldout"):  # training templates, fresh numbers
+        assert report[name]["template_overlap"] > 0.9, name
+    for name in ("svamp", "deepmind", "mmlu_math"):  # transfer sets: new phrasings
+        assert report[name]["template_overlap"] == 0.0, name
+
+    def skeleton(q):  # independent of the generator's template_key: numbers only abstracted
+        return _NUM.sub("#", q.split("\nAnswer Choices")[0])
+
+    train_skeletons = {skeleton(q) for q in reference}
+    assert not any(skeleton(q) in train_skeletons for q in tests["deepmind"])
+    starts = {q.split()[0] for q in reference}
+    assert "Evaluate" not in starts and any(q.startswith("Evaluate ") for q in tests["deepmind"])

@@ -54,6 +54,8 @@ def test_evaluate_benchmarks_scores_and_resumes(data_files, tmp_path, monkeypatc
             g = golds[name][i]
             if i == len(prompts) - 1:
                 outs.append("I do not know.")
+            elif name == "gsm8k" and i == 1:  # a program printing the gold; its text ends in 1
+                outs.append(f"total = {int(g) - 1}\nprint(total + 1)")
             elif name == "gsm8k":
                 outs.append(f"So the total is {int(g) + (i % 2)}.\n#### {int(g) + (i % 2)}")
             else:
@@ -62,16 +64,27 @@ def test_evaluate_benchmarks_scores_and_resumes(data_files, tmp_path, monkeypatc
 
     monkeypatch.setattr(ev, "generate", fake_generate)
     scores = evaluate_benchmarks(None, None, benches, tmp_path)
-    # 6 items: right on 0, 2, 4; wrong on 1, 3; no answer on 5
-    assert scores["gsm8k"] == {"accuracy": 0.5, "correct": 3, "n": 6, "no_answer": 1}
+    # 6 items: right on 0, 2, 4 and on the program (1, run); wrong on 3; no answer on 5
+    assert scores["gsm8k"] == {"accuracy": 4 / 6, "correct": 4, "n": 6, "no_answer": 1,
+                               "programs": 1, "programs_correct": 1, "programs_correct_text": 0,
+                               "execute": True}  # fmt: skip
     assert scores["mmlu_math"]["correct"] == 3  # gold is B: "(A)" on odd items is wrong
+    assert scores["mmlu_math"]["programs"] == 0
     rows = [json.loads(x) for x in (tmp_path / "gsm8k.jsonl").read_text().splitlines()]
-    assert [r["correct"] for r in rows] == [True, False, True, False, True, False]
-    assert rows[5]["prediction"] is None
+    assert [r["correct"] for r in rows] == [True, True, True, False, True, False]
+    assert [r["correct_text"] for r in rows] == [True, False, True, False, True, False]
+    assert rows[1]["program"] and rows[1]["program_output"] == f"{golds['gsm8k'][1]}\n"
+    assert rows[1]["prediction"] == golds["gsm8k"][1] and rows[1]["prediction_text"] == "1"
+    assert rows[5]["prediction"] is None and not rows[0]["program"]
     saved = json.loads((tmp_path / "scores.json").read_text())
-    assert saved["scores"]["gsm8k"]["accuracy"] == 0.5
+    assert saved["scores"]["gsm8k"]["accuracy"] == 4 / 6
     evaluate_benchmarks(None, None, benches, tmp_path)  # resume: nothing regenerated
     assert calls == ["gsm8k", "mmlu_math"]
+    # execution off: the program is scored on its text ("1"), as before issue 20
+    off = evaluate_benchmarks(None, None, {"gsm8k": benches["gsm8k"]}, tmp_path / "off",
+                              execute=False)  # fmt: skip
+    assert off["gsm8k"]["correct"] == 3 and off["gsm8k"]["programs"] == 1
+    assert off["gsm8k"]["programs_correct"] == 0 and off["gsm8k"]["execute"] is False
 
 
 def test_accuracy_table_layout():
@@ -89,12 +102,16 @@ def test_accuracy_table_layout():
 
 PARSE = [
     ("<question>\nFind 3 + 4.\n</question>\n<verification>ok", ("Find 3 + 4.", "ok")),
-    ("Step 1 ... <question>Draft</question> revised: <question>Final one?</question>",
-     ("Final one?", "ok")),
+    (
+        "Step 1 ... <question>Draft</question> revised: <question>Final one?</question>",
+        ("Final one?", "ok"),
+    ),
     ("I could not do it.", (None, "no_question_tag")),
     ("<question>   </question>", (None, "empty")),
-    ("<question>[Your verified problem - do NOT include the solution]</question>",
-     (None, "placeholder")),
+    (
+        "<question>[Your verified problem - do NOT include the solution]</question>",
+        (None, "placeholder"),
+    ),
     ("<question>What is 2 + 2?</question>", (None, "copy_of_original")),
 ]
 

@@ -82,3 +82,30 @@ def test_plot(tmp_path):
     sel = select_examples(traj, SelectionConfig(small_sources="none"))
     path = plot_selection(traj, sel, tmp_path / "sel.png")
     assert path.exists() and path.stat().st_size > 10_000
+
+
+def test_last_checkpoint_features_pick_the_higher_final_loss():
+    """``features="last"`` clusters the final losses; the hard cluster is the higher *final* one.
+
+    Group "fast" starts very high and ends low (mean over checkpoints 2.6, final 0.2); group
+    "slow" starts low and stays (mean 0.95, final 0.9). By the mean over checkpoints the fast
+    group would be "hard"; by the final loss (what ``last`` clusters on) the slow one is.
+    """
+    fast = [[5.0, 0.2 + 0.01 * i] for i in range(6)]
+    slow = [[1.0, 0.9 + 0.01 * i] for i in range(6)]
+    loss = np.array(fast + slow)
+    assert loss[:6].mean() > loss[6:].mean() and loss[:6, -1].mean() < loss[6:, -1].mean()
+    ds = xr.Dataset(
+        {"loss": (("example", "checkpoint"), loss), "source": ("example", ["s"] * 12)},
+        coords={"example": np.arange(12), "checkpoint": [1, 2], "step": ("checkpoint", [5, 10])},
+    )
+    cfg = SelectionConfig(small_sources="none", features="last", seed=0)
+    hard = select_examples(ds, cfg)["hard"].values.astype(bool)
+    assert hard.tolist() == [False] * 6 + [True] * 6
+    # the trajectory features see the whole curves: there the fast group is the high one
+    cfg = SelectionConfig(small_sources="none", features="trajectory", seed=0)
+    assert select_examples(ds, cfg)["hard"].values.astype(bool).tolist() == [True] * 6 + [False] * 6
+    from sims.selection import cluster_trajectories
+
+    res = cluster_trajectories(loss, features="last")
+    np.testing.assert_allclose(res.cluster_means, [0.225, 0.925])  # final-loss means by hand
