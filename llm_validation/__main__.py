@@ -373,6 +373,10 @@ def _confirm(args) -> int:
     if args.no_execute:
         cfg = dataclasses.replace(cfg, execute_programs=False)
     out = args.out or f"results/llm/confirm_{args.scale}"
+    if args.reuse is not None:
+        from llm_validation.confirm import check_reuse_folder
+
+        check_reuse_folder(args.reuse, out, arg="--reuse")
     if args.dry_run:
         print(f"confirm --scale {args.scale}: results in {out}\n"
               f"  corpus: {cfg.n_pretrain} pre-training, {cfg.n_train} fine-tuning, {cfg.n_test} "

@@ -540,6 +540,8 @@ def run_confirmation(
     from sims.parallel import JobStore, default_workers, pmap
 
     out = ensure_writable(out_dir, kind="dir", arg="out_dir")
+    if reuse_from is not None:
+        check_reuse_folder(reuse_from, out)  # before the corpus is written
     t_start = time.perf_counter()
     cpu: dict[str, float] = {}  # CPU seconds per phase (1 thread per worker: idle-core time)
     variants = {v: VARIANTS[v] for v in cfg.variants if _available(VARIANTS[v])}
@@ -744,16 +746,22 @@ def run_confirmation(
     return ds
 
 
+def check_reuse_folder(reuse_from, out: Path, arg: str = "reuse_from") -> Path:
+    """``reuse_from`` resolved, if it is another run's folder with finished jobs (else ValueError)."""
+    reuse = Path(reuse_from).resolve()
+    if reuse == Path(out).resolve() or not (reuse / "jobs").is_dir():
+        raise ValueError(
+            f"`{arg}`={str(reuse_from)!r} is not the folder of another finished run "
+            "(no jobs/ in it); run the experiment there first."
+        )
+    return reuse
+
+
 def _reused_run(reuse_from, out: Path, data: Path):
     """The folder of a finished run to reuse and its job store; checks its corpus is ours."""
     from sims.parallel import JobStore
 
-    reuse = Path(reuse_from).resolve()
-    if reuse == out.resolve() or not (reuse / "jobs").is_dir():
-        raise ValueError(
-            f"`reuse_from`={str(reuse_from)!r} is not the folder of another finished run "
-            "(no jobs/ in it); run the experiment there first."
-        )
+    reuse = check_reuse_folder(reuse_from, out)
     for name in ("MathInstruct.json", "pretrain.json", "heldout.json"):
         mine, theirs = data / name, reuse / "data" / name
         if mine.exists() and (not theirs.exists() or mine.read_bytes() != theirs.read_bytes()):

@@ -152,6 +152,7 @@ def test_reuse_needs_a_finished_run_of_the_same_corpus(tmp_path):
     cfg = dataclasses.replace(SCALES["quick"], variants=("ft",), seeds=(0,))
     with pytest.raises(ValueError, match="`reuse_from`=.* is not the folder of another"):
         run_confirmation(cfg, tmp_path / "a", quiet=True, reuse_from=tmp_path / "none")
+    assert not (tmp_path / "a" / "data").exists()  # refused before the corpus is written
     (tmp_path / "b" / "jobs").mkdir(parents=True)
     (tmp_path / "b" / "data").mkdir()
     (tmp_path / "b" / "data" / "MathInstruct.json").write_text("[]")

@@ -111,6 +111,8 @@ def test_help_imports_no_heavy_module():
         (["show-config", "--set", "proxy.lr"], "`--set` expects KEY=VALUE"),
         (["show-config", "--set", "proxy.lrr=1"], r"did you mean 'lr'"),
         (["confirm", "--seeds", "1,a", "--dry-run"], "`--seeds` must be comma-separated"),
+        (["confirm", "--reuse", "/no/such/run", "--dry-run"], "`--reuse`=.* is not the folder"),
+        (["confirm", "--epochs", "0", "--dry-run"], "`--epochs` must be > 0"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, match, capsys):
