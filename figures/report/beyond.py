@@ -1,0 +1,3 @@
+"""Claims of beyond (filled below)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Claims of seed003 (filled below)."""
+
+from __future__ import annotations

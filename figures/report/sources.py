@@ -1,0 +1,582 @@
+"""What is summarised, figure by figure: the result files it draws and the numbers it reports.
+
+Each :class:`Source` names a registered figure (or ``"theory"``), the result files under
+``results/`` that the figure reads (with the :class:`~figures.report.reduce.Reduction` that makes
+each small enough to commit), and a ``numbers(results_dir)`` function that computes, from the
+full results, the numbers the findings page reads. ``python -m figures summaries`` runs them
+all (:func:`figures.report.summaries.write_summaries`).
+
+The numbers are computed with the package's own analysis functions wherever one exists (the
+Figure 1 summary, the confirmation's paired intervals), so the page and the per-experiment
+reports cannot disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from .reduce import Reduction
+
+__all__ = ["Source", "SOURCES", "source"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """One summarised figure (or the theory report).
+
+    Attributes:
+        name: the figure's registry name (``"theory"`` for ``python -m theory``).
+        files: ``{result path under results/: Reduction}``; every file the figure reads.
+        numbers: ``numbers(results_dir) -> dict`` of the values the page reads (``None``: the
+            figure's claims read another source's numbers; only its data and provenance).
+        producer: the command that makes the full results (defaults to the figure's).
+    """
+
+    name: str
+    files: Mapping[str, Reduction]
+    numbers: Callable[[Path], dict] | None
+    producer: str | None = None
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _nc(results_dir: Path, rel: str):
+    from sims.io import read_netcdf
+
+    return read_netcdf(Path(results_dir) / rel)
+
+
+def _json(results_dir: Path, rel: str) -> dict:
+    return json.loads((Path(results_dir) / rel).read_text())
+
+
+def _f(x) -> float | None:
+    """A JSON-ready float (``None`` for NaN)."""
+    x = float(x)
+    return None if not np.isfinite(x) else x
+
+
+def _stats(values) -> dict:
+    """n, mean, sd, median, quartiles, min, max of the finite values."""
+    v = np.asarray(values, dtype=float).ravel()
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return {"n": 0}
+    q25, med, q75 = np.percentile(v, [25, 50, 75])
+    return {
+        "n": int(v.size),
+        "mean": _f(v.mean()),
+        "sd": _f(v.std(ddof=1)) if v.size > 1 else 0.0,
+        "median": _f(med),
+        "q25": _f(q25),
+        "q75": _f(q75),
+        "min": _f(v.min()),
+        "max": _f(v.max()),
+    }
+
+
+# ----------------------------------------------------------------------------- main paper
+
+
+def _sam_entropy(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "sam_entropy/sam_entropy.nc")
+    inside = ds.rho.values > 0
+    return {
+        "eigenvalues": ds.lam.values.tolist(),
+        "rho_bound": float(ds.attrs["rho_bound"]),
+        "rho": ds.rho.values[inside].tolist(),
+        "entropy_gd": float(ds.entropy_gd),
+        "entropy_gain": ds.entropy_gap.values[inside].tolist(),
+        "ordering_holds": ds.ordering_holds.values[inside].astype(bool).tolist(),
+        "min_majorization_margin": ds.min_margin.values[inside].tolist(),
+        "entropy_ceiling": float(ds.entropy_ceiling),
+        "xcheck_quad_max": float(np.max(ds.xcheck_quad)),
+        "xcheck_ode_max": float(np.max(ds.xcheck_ode)),
+    }
+
+
+def _sam_entropy_sweep(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "sam_entropy/sweep.nc")
+    cond = ds.condition.values.astype(bool)
+    out = {
+        "n_spreads": int(ds.spread.size),
+        "rho_fractions": ds.rho_fraction.values.tolist(),
+        "models": {},
+    }
+    for m in ds.model.values:
+        s = ds.sel(model=m)
+        holds, learned = s.ordering_holds.values, s.learned_all.values
+        gap = s.entropy_gap.values
+        out["models"][str(m)] = {
+            "inside_points": int(learned[:, cond].size),
+            "inside_learned": int(learned[:, cond].sum()),
+            "inside_holds": int((holds & learned)[:, cond].sum()),
+            "outside_points": int(learned[:, ~cond].size),
+            "outside_learned": int(learned[:, ~cond].sum()),
+            "outside_holds": int((holds & learned)[:, ~cond].sum()),
+            "max_gap_inside": _f(np.nanmax(np.where(cond, gap, np.nan))),
+            "min_gap_learned": _f(np.nanmin(np.where(learned, gap, np.nan))),
+        }
+    return out
+
+
+def _entropy_toy(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "fig05_entropy_toy/toy.nc")
+    return {
+        "eigenvalues": ds.lam.values.tolist(),
+        "rho": ds.rho.values.tolist(),
+        "rho_bound": float(ds.attrs["rho_bound"]),
+        "entropy_gd": float(ds.entropy_gd),
+        "entropy_sam": ds.entropy_sam.values.tolist(),
+        "ordering_holds": ds.ordering_holds.values.astype(bool).tolist(),
+        "t_gd": ds.t_gd.values.tolist(),
+        "t_sam": ds.t_sam.values[0].tolist(),
+    }
+
+
+def _la_fig1(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "linear_attention/figure1.nc")
+    out = dict(ds.attrs["meta"]["summary"])
+    out["n_runs"] = int(ds.run.size)
+    out["saddle_level"] = ds.saddle_level.values.tolist()
+    return out
+
+
+def _la_mechanism(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "linear_attention/sam_mechanism.nc")
+    gd_m = ds.measured.sel({"method": "gd"}).values
+    gd_p = ds.predicted.sel({"method": "gd"}).values
+    out = {}
+    for m in ds.method.values:
+        if m == "gd":
+            continue
+        meas = ds.measured.sel({"method": m}).values / gd_m
+        pred = ds.predicted.sel({"method": m}).values / gd_p
+        dh = (
+            ds.entropy_measured.sel({"method": m}).values
+            - ds.entropy_measured.sel({"method": "gd"}).values
+        )
+        dp = (
+            ds.entropy_predicted.sel({"method": m}).values
+            - ds.entropy_predicted.sel({"method": "gd"}).values
+        )
+        out[str(m)] = {
+            "median_time_ratio_measured": np.nanmedian(meas, axis=0).tolist(),
+            "median_time_ratio_predicted": np.nanmedian(pred, axis=0).tolist(),
+            "entropy_gain_measured": _stats(dh),
+            "entropy_gain_predicted": _stats(dp),
+            "runs_with_entropy": int(np.isfinite(dh).sum()),
+        }
+    esc = _nc(results_dir, "linear_attention/sam_escape.nc")
+    out["escape"] = {"rho": esc.rho.values.tolist(), "background": esc.background.values.tolist()}
+    return out
+
+
+def _la_upsampling(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "linear_attention/upsampling_study.nc")
+    out = dict(ds.attrs["meta"]["summary"])
+    out["n_runs"] = int(ds.run.size)
+    return out
+
+
+def _la_theory_vs_sim(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "linear_attention/theory_vs_sim.nc")
+    out = {"rho": ds.rho.values.tolist(), "sources": {}}
+    for s in ds.source.values:
+        out["sources"][str(s)] = {
+            "time": ds.time.sel(source=s).values.tolist(),
+            "entropy": ds.entropy.sel(source=s).values.tolist(),
+        }
+    return out
+
+
+# ----------------------------------------------------------------------------- LLM confirmation
+
+
+def confirm_numbers(ds) -> dict:
+    """The confirmation's paired differences, entropies and hard cluster, from its aggregate.
+
+    Uses :mod:`llm_validation.confirm`'s own metrics and intervals (``paired_ci``), so the page
+    and ``report.md`` agree. Pairs are ``"a-b"`` for :data:`llm_validation.confirm._PAIRS`
+    (plus the ones against FT), each with ``accuracy`` (points), ``mean_loss`` and
+    ``worst_loss`` (nats/token): ``{mean, lo, hi, per_seed}``.
+    """
+    from llm_validation import confirm as C
+
+    have = [str(v) for v in ds["variant"].values]
+    metrics = {"accuracy": C._avg_accuracy}
+    if "heldout_loss" in ds:
+        metrics.update(mean_loss=C._mean_heldout_loss, worst_loss=C._worst_source_loss)
+    pairs = {}
+    for a, b in [*C._PAIRS, *((v, "ft") for v in have if v != "ft")]:
+        if a not in have or b not in have or f"{a}-{b}" in pairs:
+            continue
+        pairs[f"{a}-{b}"] = {}
+        for k, fn in metrics.items():
+            d = np.asarray(fn(ds, a), dtype=float) - np.asarray(fn(ds, b), dtype=float)
+            m, lo, hi = C.paired_ci(d)
+            pairs[f"{a}-{b}"][k] = {
+                "mean": _f(m),
+                "lo": _f(lo),
+                "hi": _f(hi),
+                "per_seed": [_f(x) for x in d],
+            }
+    acc = {v: _f(np.nanmean(C._avg_accuracy(ds, v))) for v in have}
+    acc["pt"] = _f(100 * np.nanmean(ds["pt_accuracy"].values))
+    out = {
+        "scale": str(ds.attrs.get("scale")),
+        "n_seeds": int(ds.sizes["seed"]),
+        "seeds": [int(s) for s in ds["seed"].values],
+        "variants": have,
+        "pairs": pairs,
+        "accuracy_mean": acc,
+        "train_seconds": {v: _f(ds["train_seconds"].sel(variant=v).mean()) for v in have},
+        "entropy_sources": {
+            v: [_f(x) for x in ds["entropy_sources"].sel(variant=v).values] for v in have
+        },
+        "entropy_sources_diff": {
+            f"{v}-ft": [
+                _f(x)
+                for x in (
+                    ds["entropy_sources"].sel(variant=v) - ds["entropy_sources"].sel(variant="ft")
+                ).values
+            ]
+            for v in have
+            if v != "ft"
+        },
+        "hard_composition": json.loads(ds.attrs.get("hard_composition", "{}")),
+    }
+    if "heldout_loss" in ds:
+        out["heldout_mean"] = {v: _f(np.nanmean(C._mean_heldout_loss(ds, v))) for v in have}
+        out["worst_source"] = {}
+        for v in have:
+            per = C._source_losses(ds, v).mean("seed")
+            i = int(np.argmax(per.values))
+            out["worst_source"][v] = {
+                "name": Path(str(per["heldout_source"].values[i])).stem,
+                "mean": _f(per.values[i]),
+            }
+    return out
+
+
+#: The 5-epoch horizon check of the confirmation (same corpus and pre-trained models).
+CONFIRM_EP5 = (
+    'python -c "import dataclasses as d; from llm_validation.confirm import SCALES, '
+    "run_confirmation as r; c = SCALES['cpu']; r(d.replace(c, finetune=d.replace(c.finetune, "
+    "epochs=5.0), variants=('ft', 'ft_up', 'random', 'easy')), 'results/llm/confirm_cpu_ep5')\""
+)
+
+
+def _llm_confirm(results_dir: Path) -> dict:
+    return confirm_numbers(_nc(results_dir, "llm/confirm_cpu/results.nc"))
+
+
+def _llm_confirm_ep5(results_dir: Path) -> dict:
+    return confirm_numbers(_nc(results_dir, "llm/confirm_cpu_ep5/results.nc"))
+
+
+# ----------------------------------------------------------------------------- seed 004
+
+
+def markov_run_numbers(ds) -> dict:
+    """Stages, order, phases and KL minima of one Markov training run (:mod:`sims.markov`)."""
+    from sims.markov.train import detect_stages, stage_band
+
+    r = detect_stages(ds)
+    band = stage_band(ds)
+    kl = ds["kl_restricted"].values
+    steps = ds["step"].values
+    fin = np.where(np.isfinite(kl), kl, np.inf)
+    return {
+        "group_times": [_f(t) for t in r.group_times],
+        "kl_times": [_f(t) for t in r.kl_times],
+        "n_stages": int(r.n_stages),
+        "order_ok": bool(r.order_ok),
+        "heads_on_first": int(r.heads_on_first),
+        "n_heads": int(ds.sizes["head"]),
+        "final_assignment": [int(x) for x in r.final_assignment],
+        "n_patterns": int(r.n_patterns),
+        "band": {k: int(band.attrs[k]) for k in ("min", "max", "default")},
+        "kl_min_step": [int(steps[i]) for i in fin.argmin(0)],
+        "kl_min": [_f(x) for x in fin.min(0)],
+        "final_excess_loss": _f(ds["excess_loss"].values[-1]),
+        "steps": int(steps[-1]),
+    }
+
+
+def _markov_single(rel: str) -> Callable[[Path], dict]:
+    def numbers(results_dir: Path) -> dict:
+        ds = _nc(results_dir, rel)
+        out = markov_run_numbers(ds)
+        if ds.sizes.get("reference", 0):
+            kr = np.where(np.isfinite(ds["kl_reference"].values), ds["kl_reference"].values, np.inf)
+            out["reference"] = [str(x) for x in ds["reference"].values]
+            out["kl_reference_min_step"] = [int(ds["step"].values[i]) for i in kr.argmin(0)]
+        return out
+
+    numbers.__name__ = f"numbers_{Path(rel).stem}"
+    return numbers
+
+
+def _markov_fig10(results_dir: Path) -> dict:
+    from sims.markov import tensor_dynamics as T
+
+    ds = _nc(results_dir, "markov/fig10_ode.nc")
+    out = {
+        "init_std": [],
+        "stage_times": [],
+        "n_stages": [],
+        "coupling_time": [],
+        "final_loss": [],
+        "m_star": list(ds.attrs["m_star"]),
+    }
+    for std in ds.init_std.values:
+        r = ds.sel(init_std=std)
+        r.attrs["m_star"] = ds.attrs["m_star"]
+        st = T.stage_times(r)
+        out["init_std"].append(float(std))
+        out["stage_times"].append([_f(x) for x in st])
+        out["n_stages"].append(int(T.count_stages(st)))
+        out["coupling_time"].append(_f(T.coupling_time(r)))
+        out["final_loss"].append(_f(r.loss.values[-1]))
+    return out
+
+
+def _markov_coupling(results_dir: Path) -> dict:
+    from sims.markov.tensor_dynamics import target_scales
+    from theory.markov_coupling import coupling_beta
+
+    ds = _nc(results_dir, "markov/coupling_time.nc")
+    ms = target_scales(int(ds.attrs["h"]), float(ds.attrs["m"]), float(ds.attrs["b0"]))
+    L = np.log(1.0 / ds.eps.values)
+    big = L >= np.median(L)
+    out = {"eps": ds.eps.values.tolist(), "T": {}}
+    for T in ds["T"].values:
+        tc = ds.t_c.sel(T=T).values  # (seed, eps)
+        beta = float(coupling_beta(ms, int(ds.attrs["H"]), int(T)))
+        slope = float(np.polyfit(L[big], np.sqrt(tc[:, big]).mean(0), 1)[0])
+        ratio = tc.mean(0) / L
+        out["T"][str(int(T))] = {
+            "t_c_mean": tc.mean(0).tolist(),
+            "n_seeds": int(tc.shape[0]),
+            "beta": beta,
+            "slope_sqrt_tc": slope,
+            "slope_law": 1 / (2 * beta),
+            "tc_over_log_growth": float(ratio[big][-1] / ratio[big][0]),
+            "log_range": [float(L[big][0]), float(L[big][-1])],
+        }
+    return out
+
+
+#: Markov training runs: every curve kept (121-201 evaluations); attention maps only at the
+#: evaluations the figure draws (:func:`sims.markov.plotting.pick_steps`).
+def _attention_steps(ds) -> list[int]:
+    from sims.markov.plotting import pick_steps
+
+    steps = pick_steps(ds, 5)
+    return [int(np.argmin(np.abs(ds.step.values - s))) for s in steps]
+
+
+MARKOV_RUN = Reduction(only={"attention": {"step": _attention_steps}}, sig=4)
+
+
+# ----------------------------------------------------------------------------- seed 002
+
+
+def _sosd_toy(results_dir: Path) -> dict:
+    summ = _json(results_dir, "sosd_toy/summary.json")["runs"]
+    fits = _json(results_dir, "sosd_toy/sweep_fits.json")
+    viol = [sum(r["norm_violations"][m]["frobenius"] for m in "QKV") for r in summ]
+    t_eps = [r["T_eps"] for r in summ]
+    return {
+        "n_runs": len(summ),
+        "eta": summ[0]["eta"],
+        "sigma": summ[0]["sigma"],
+        "steps": summ[0]["steps"],
+        "eps": summ[0]["eps"],
+        "v_before_qk": [bool(r["v_before_qk"]) for r in summ],
+        "T_eps": t_eps,
+        "onset_all_finite": all(np.isfinite(float(v)) for t in t_eps for v in t.values()),
+        "norm_violations_frobenius": viol,
+        "a4_ratio_max": max(r["a4_ratio_max"] for r in summ),
+        "dL_vs_dSigma_slope": [r["slopes"]["300-3000"]["dL_vs_dSigma"] for r in summ],
+        "eta_exponent_scaled": _stats([r["exponent_scaled"] for r in fits["eta_exponent"]]),
+        "eta_exponent_fixed": _stats([r["exponent_fixed"] for r in fits["eta_exponent"]]),
+        "sigma_law_r2": _stats([r["r2"] for r in fits["sigma_law"] if "r2" in r]),
+        "loss_final": _stats([r["loss"]["final"] for r in summ]),
+    }
+
+
+def _sosd_lm(results_dir: Path) -> dict:
+    runs = _json(results_dir, "sosd_lm/cpu/summary.json")["runs"]
+    by: dict[str, list] = {}
+    for stem, r in sorted(runs.items()):
+        name, seed = stem.rsplit("_seed", 1)
+        by.setdefault(name, []).append((int(seed), r))
+
+    def gmean(xs):
+        xs = [x for x in xs if x is not None and np.isfinite(x) and x > 0]
+        return _f(np.exp(np.mean(np.log(xs)))) if xs else None
+
+    settings = {}
+    for name, rs in by.items():
+        rs = [r for _, r in sorted(rs, key=lambda t: t[0])]
+        a = [r["delta_sigma_attn"] for r in rs]
+        settings[name] = {
+            "seeds": [s for s, _ in sorted(by[name], key=lambda t: t[0])],
+            "steps": rs[0]["steps"],
+            "onsets": [_f(r.get("onset", np.nan)) for r in rs],
+            "onset_mean": _f(np.nanmean([r.get("onset", np.nan) for r in rs])),
+            "knee_mean": _f(np.nanmean([r.get("loss_knee", np.nan) for r in rs])),
+            "attn_peak": gmean([x["peak"] for x in a]),
+            "attn_before": gmean([x["before_decay"] for x in a]),
+            "attn_end": gmean([x["end"] for x in a]),
+            "attn_before_per_seed": [x["before_decay"] for x in a],
+            "decay_ratio": [r["decay_ratio"] for r in rs if "decay_ratio" in r],
+            "val_loss_mean": _f(np.mean([r["val_loss_final"] for r in rs])),
+            "nuclear_growth": _f(np.mean([r["nuclear_growth"] for r in rs])),
+        }
+    const = [r for _, r in sorted(by["constant"], key=lambda t: t[0])]
+    snaps = [sorted(r["cos_to_final"].items(), key=lambda kv: int(kv[0])) for r in const]
+
+    def cos_at(step, key):
+        vals = [dict(s)[str(step)][key] for s in snaps if str(step) in dict(s)]
+        return _f(np.mean(vals)) if vals else None
+
+    cw, c0 = settings.get("cosine_wd"), settings.get("cosine")
+    wd_gain = (
+        [
+            w / c - 1
+            for w, c in zip(cw["attn_before_per_seed"], c0["attn_before_per_seed"], strict=True)
+        ]
+        if cw and c0
+        else []
+    )
+    return {
+        "settings": settings,
+        "cosines": {
+            "sigma_at_100": cos_at(100, "spectral"),
+            "weight_at_100": cos_at(100, "weight"),
+            "sigma_at_50": cos_at(50, "spectral"),
+            "n_seeds": len(const),
+        },
+        "wd_paired_gain": wd_gain,
+        "lemma_a4": {
+            "violations": int(sum(r["a4_ratio_violations"] for r in runs.values())),
+            "records": int(sum(r["a4_records_checked"] for r in runs.values())),
+            "max_ratio": _f(max(r["a4_ratio_max"] for r in runs.values())),
+        },
+        "bayes_loss": _f(const[0].get("bayes_loss", np.nan)),
+    }
+
+
+#: The toy's curves (20,001 GD steps, 8 seeds) thinned to 500 steps; the margins of panel (f)
+#: are drawn for seed 0 only.
+SOSD_TOY = Reduction(
+    keep=(
+        "loss",
+        "delta_loss",
+        "frobenius",
+        "delta_sigma",
+        "a4_ratio",
+        "omega_min",
+        "gamma_min",
+        "gamma_min_proof",
+    ),
+    thin={"step": 500},
+    only={v: {"run": (0,)} for v in ("omega_min", "gamma_min", "gamma_min_proof")},
+    sig=4,
+)
+
+
+#: Figure 10 draws the loss parts of the first h positions only.
+FIG10 = Reduction(thin={"time": 200}, only={"loss_split": {"position": (0, 1, 2)}}, sig=4)
+
+#: Reductions shared by several figures (the Figure 1 result feeds three figures).
+FIG1 = Reduction(
+    keep=(
+        "test_loss",
+        "grad_norm",
+        "test_loss_at",
+        "n_learned",
+        "learning_time",
+        "entropy",
+        "saddle_level",
+        "horizon_step",
+        "final_test_loss",
+        "phase",
+    ),
+    thin={"step": 240},
+    anchors={"step": (10_000,)},
+    only={"grad_norm": {"run": (0, 1)}},
+    sig=4,
+)
+WHOLE = Reduction()
+
+SOURCES: dict[str, Source] = {}
+
+
+def _add(*sources: Source) -> None:
+    for s in sources:
+        if s.name in SOURCES:
+            raise ValueError(f"two summary sources are named {s.name!r}.")
+        SOURCES[s.name] = s
+
+
+_add(
+    Source("sam_entropy", {"sam_entropy/sam_entropy.nc": WHOLE}, _sam_entropy),
+    Source("sam_entropy_sweep", {"sam_entropy/sweep.nc": WHOLE}, _sam_entropy_sweep),
+    Source("entropy_toy", {"fig05_entropy_toy/toy.nc": WHOLE}, _entropy_toy),
+    Source("la_fig1", {"linear_attention/figure1.nc": FIG1}, _la_fig1),
+    Source("la_fig1_horizon", {"linear_attention/figure1.nc": FIG1}, None),
+    Source(
+        "la_sam_mechanism",
+        {
+            "linear_attention/figure1.nc": FIG1,
+            "linear_attention/sam_mechanism.nc": WHOLE,
+            "linear_attention/sam_escape.nc": WHOLE,
+        },
+        _la_mechanism,
+    ),
+    Source("la_upsampling", {"linear_attention/upsampling_study.nc": WHOLE}, _la_upsampling),
+    Source("la_theory_vs_sim", {"linear_attention/theory_vs_sim.nc": WHOLE}, _la_theory_vs_sim),
+    Source("llm_confirm", {"llm/confirm_cpu/results.nc": Reduction(sig=4)}, _llm_confirm),
+    Source(
+        "markov_fig1",
+        {"markov/fig1_minimal.nc": MARKOV_RUN},
+        _markov_single("markov/fig1_minimal.nc"),
+    ),
+    Source("markov_fig10", {"markov/fig10_ode.nc": FIG10}, _markov_fig10),
+    Source("markov_coupling", {"markov/coupling_time.nc": WHOLE}, _markov_coupling),
+    Source(
+        "sosd_toy",
+        {
+            "sosd_toy/toy.nc": SOSD_TOY,
+            "sosd_toy/summary.json": WHOLE,
+            "sosd_toy/sweep_onsets.nc": WHOLE,
+            "sosd_toy/sweep_fits.json": WHOLE,
+        },
+        _sosd_toy,
+    ),
+    Source("sosd_theory", {"sosd_theory/panels.nc": Reduction(sig=4)}, None),
+    Source(
+        "llm_confirm_ep5",
+        {},
+        _llm_confirm_ep5,
+        producer=CONFIRM_EP5,
+    ),
+)
+
+
+def source(name: str) -> Source:
+    """The summary source of figure ``name`` (``KeyError`` naming the known ones)."""
+    try:
+        return SOURCES[name]
+    except KeyError:
+        raise KeyError(f"no summary source {name!r}; known: {sorted(SOURCES)}") from None
