@@ -101,16 +101,20 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 @contextlib.contextmanager
 def _results_for(spec, args):
-    """``args.results``, or a scratch folder with the figure's committed summary when its full
-    result is missing (:func:`figures.report.drawing.use_summary`).
+    """``args.results``, or a scratch folder with the figure's committed summary.
+
+    The summary stands in when the figure's full result is missing
+    (:func:`figures.report.drawing.use_summary`).
     """
     from .report.drawing import summary_results, use_summary
 
     if not use_summary(spec, args.results, quick=args.quick, recompute=args.recompute):
         yield args.results
         return
-    print(f"[{spec.name}] drawn from the committed summary in figures/summaries/ "
-          f"(full run: {spec.producer})")
+    print(
+        f"[{spec.name}] drawn from the committed summary in figures/summaries/ "
+        f"(full run: {spec.producer})"
+    )
     with summary_results([spec.name]) as folder:
         yield folder
 

@@ -19,7 +19,25 @@ from . import beyond, seed000, seed002, seed003, seed004, store  # noqa: F401  (
 from .claims import CLAIMS, Row, all_rows
 from .summaries import load_numbers, load_provenance, write_summaries
 
-__all__ = ["build_report", "Report", "write_summaries", "load_numbers", "CLAIMS"]
+__all__ = [
+    "build_report",
+    "Report",
+    "write_summaries",
+    "load_numbers",
+    "CLAIMS",
+    "findings_markdown",
+    "FINDINGS",
+]
+
+#: The verdict tables as committed Markdown (readable on GitHub without building the page).
+FINDINGS = store.SUMMARY_DIR / "FINDINGS.md"
+
+
+def findings_markdown(root: Path = store.SUMMARY_DIR) -> str:
+    """``FINDINGS.md``: every claim and verdict from the summaries in ``root`` (no images)."""
+    from .page import render_markdown
+
+    return render_markdown(all_rows(load_numbers(root)), {}, Path(root), committed=True)
 
 
 @dataclasses.dataclass
@@ -34,14 +52,21 @@ class Report:
 
     @property
     def failed_figures(self) -> dict:
-        """Figures that could not be drawn: ``{name: error}``."""
-        return {k: v["error"] for k, v in self.figures.items() if "error" in v}
+        """Figures whose drawing failed: ``{name: error}`` (a missing extra is not a failure)."""
+        return {
+            k: v["error"]
+            for k, v in self.figures.items()
+            if "error" in v and "missing_extra" not in v
+        }
+
+    @property
+    def skipped_figures(self) -> dict:
+        """Figures left out because their extra is not installed: ``{name: extra}``."""
+        return {k: v["missing_extra"] for k, v in self.figures.items() if "missing_extra" in v}
 
 
 def figures_on_page(rows, root: Path = store.SUMMARY_DIR) -> list[str]:
-    """Every summarised figure a row refers to, in the order of first use, then the other
-    summarised figures.
-    """
+    """Every summarised figure a row refers to (in order of first use), then the others."""
     from .drawing import summarised
     from .sources import SOURCES
 

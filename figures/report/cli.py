@@ -53,6 +53,8 @@ def _report(argv: Sequence[str] | None) -> int:
     print(f"{len(rep.rows)} claims: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
     for name, err in rep.failed_figures.items():
         print(f"[{name}] NOT DRAWN: {err}")
+    for name, extra in rep.skipped_figures.items():
+        print(f"[{name}] not drawn: needs the `{extra}` extra")
     print(
         f"wrote {rep.html} and {rep.markdown} in {rep.seconds:.0f} s "
         f"(open it with: xdg-open {rep.html})"
@@ -107,7 +109,10 @@ def _summaries(argv: Sequence[str] | None) -> int:
 
     status = write_summaries(args.results, root=args.out, only=args.only)
     n = sum(v == "written" for v in status.values())
-    print(f"{n} of {len(status)} summaries written to {args.out}")
+    from . import findings_markdown
+
+    (args.out / "FINDINGS.md").write_text(findings_markdown(args.out), encoding="utf-8")
+    print(f"{n} of {len(status)} summaries written to {args.out}, with FINDINGS.md")
     return 0
 
 

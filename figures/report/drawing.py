@@ -61,9 +61,10 @@ def use_summary(
     recompute: bool = False,
     root: Path = store.SUMMARY_DIR,
 ) -> bool:
-    """Whether ``python -m figures`` should draw ``spec`` from its committed summary: its full
-    CPU-scale result is missing, a summary exists, and neither ``--quick``, ``--recompute`` nor
-    a non-CPU scale was asked for.
+    """Whether ``python -m figures`` should draw ``spec`` from its committed summary.
+
+    Yes when its full CPU-scale result is missing, a summary exists, and neither ``--quick``,
+    ``--recompute`` nor a non-CPU scale was asked for.
     """
     if quick or recompute or has_full_result(spec, results_dir):
         return False
@@ -87,8 +88,9 @@ def _scale_cpu() -> Iterator[None]:
 
 @contextlib.contextmanager
 def summary_results(names: Iterable[str], root: Path = store.SUMMARY_DIR) -> Iterator[Path]:
-    """A scratch results folder holding the summarised result files of ``names`` (removed
-    afterwards), with ``$MARKOV_SCALE=cpu`` meanwhile.
+    """A scratch results folder holding the summarised result files of ``names``.
+
+    The folder is removed afterwards; ``$MARKOV_SCALE`` is ``cpu`` meanwhile.
     """
     tmp = store.scratch_dir()
     try:
@@ -104,32 +106,53 @@ class DrawResult(dict):
     """``{figure: {"paths": [...], "seconds": s}}`` or ``{"error": message}`` per figure."""
 
 
+def _draw_job(job: tuple[str, str, str]) -> dict:
+    """Draw one figure from hydrated results (a process-pool job; errors are returned)."""
+    from figures import discover
+
+    name, out_dir, results_dir = job
+    spec = discover()[name].FIGURE
+    if not spec.available:
+        from sims.extras import EXTRAS
+
+        return {
+            "error": f"needs the `{spec.extra}` extra ({EXTRAS[spec.extra].install})",
+            "missing_extra": spec.extra,
+        }
+    t0 = time.perf_counter()
+    try:
+        with _scale_cpu():
+            paths = discover()[name].make(
+                Path(out_dir), results_dir=Path(results_dir), quick=False, recompute=False
+            )
+        return {"paths": [Path(p) for p in paths], "seconds": time.perf_counter() - t0}
+    except Exception as exc:  # noqa: BLE001 - reported on the page and by the CLI
+        return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=3)}
+
+
 def draw(
-    names: Iterable[str], out_dir: str | Path, root: Path = store.SUMMARY_DIR, progress=None
+    names: Iterable[str],
+    out_dir: str | Path,
+    root: Path = store.SUMMARY_DIR,
+    progress=None,
+    workers: int | None = None,
 ) -> DrawResult:
-    """Draw ``names`` from the summaries into ``out_dir``; a failing figure is recorded, not
+    """Draw ``names`` from the summaries into ``out_dir``, in ``workers`` processes.
+
+    ``workers`` defaults to ``$SBT_WORKERS`` or the cores. A failing figure is recorded, not
     raised (the page then says so in place of its image).
     """
     from figures import discover
+    from sims.parallel import pmap
 
     figs = discover()
     names = [n for n in names if n in figs and summarised(n, root)]
     out = DrawResult()
     with summary_results(names, root) as res:
-        for name in names:
-            t0 = time.perf_counter()
-            try:
-                paths = figs[name].make(
-                    Path(out_dir), results_dir=res, quick=False, recompute=False
-                )
-                out[name] = {"paths": [Path(p) for p in paths], "seconds": time.perf_counter() - t0}
-            except Exception as exc:  # noqa: BLE001 - reported on the page and by the CLI
-                out[name] = {
-                    "error": f"{type(exc).__name__}: {exc}",
-                    "traceback": traceback.format_exc(limit=3),
-                }
+        jobs = [(n, str(out_dir), str(res)) for n in names]
+        for name, info in zip(names, pmap(_draw_job, jobs, workers=workers), strict=True):
+            out[name] = info
             if progress:
-                info = out[name]
                 progress(
                     f"[{name}] "
                     + (

@@ -19,8 +19,10 @@ __all__ = ["Reduction", "thin_indices", "reduce_dataset"]
 def thin_indices(
     n: int, m: int, *, coord: Sequence | None = None, anchors: Sequence = ()
 ) -> np.ndarray:
-    """At most ``m`` (plus anchors) sorted indices of ``range(n)``: both ends, half uniform, half
-    log-uniform in the index, and the positions of the ``anchors`` in ``coord``.
+    """At most ``m`` (plus anchors) sorted indices of ``range(n)``.
+
+    Both ends, half uniform and half log-uniform in the index, and the positions of the
+    ``anchors`` in ``coord``.
 
     Examples:
         >>> thin_indices(5, 10).tolist()

@@ -302,7 +302,8 @@ def _thm44_edge(n):
         (V.VERIFIED if ok else V.REFUTED),
         (
             f"full first-order ODEs outside the condition: {m['outside_learned']} points learn "
-            f"every feature, the ordering fails at {fails}; smallest gap {g(m['min_gap_learned'])} nats"
+            f"every feature, the ordering fails at {fails}; smallest gap "
+            f"{g(m['min_gap_learned'])} nats"
         ),
         "rule: verified when the ordering fails at >= 1 learned point outside the condition",
     )
@@ -419,14 +420,21 @@ def _pair(n, a, b, metric, src="llm_confirm"):
 
 def _confirm(n, a, b, metric, expect, src="llm_confirm", paper=True, digits=3):
     if f"{a}-{b}" not in n[src]["pairs"]:  # a variant this run left out (``--variants``)
-        return (V.NO_RESULT, f"{a} or {b} was not run; `{CONFIRM} --variants {a},{b},ft`, then "
-                "`python -m figures summaries`", "")
+        return (
+            V.NO_RESULT,
+            f"{a} or {b} was not run; `{CONFIRM} --variants {a},{b},ft`, then "
+            "`python -m figures summaries`",
+            "",
+        )
     d = _pair(n, a, b, metric, src)
     verdict, rule = V.interval_rule(d["lo"], d["hi"], expect=expect, paper=paper)
     scale = n[src]
     unit = "points" if metric == "accuracy" else "nats/token"
-    label = {"mean_loss": "mean held-out loss", "worst_loss": "worst-source held-out loss",
-             "accuracy": "average accuracy"}[metric]
+    label = {
+        "mean_loss": "mean held-out loss",
+        "worst_loss": "worst-source held-out loss",
+        "accuracy": "average accuracy",
+    }[metric]
     ours = (
         f"{label} {a} − {b}: {ci(d, digits)} {unit} (95 % t-interval, {scale['n_seeds']} seeds, "
         f"{scale['scale']} scale)"
@@ -464,10 +472,7 @@ def _confirm_up_acc(n):
     acc = n["llm_confirm"]["accuracy_mean"]
     return (
         v,
-        (
-            f"{o}; FT {g(acc['ft'])} %, FT+UP {g(acc['ft_up'])} %, "
-            f"PT {g(acc['pt'])} %"
-        ),
+        (f"{o}; FT {g(acc['ft'])} %, FT+UP {g(acc['ft_up'])} %, PT {g(acc['pt'])} %"),
         r,
     )
 

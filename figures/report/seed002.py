@@ -36,8 +36,8 @@ def _sosd_two_phase(n):
         (V.REPRODUCED if ok else V.NOT_REPRODUCED),
         (
             f"constant LR, step 100 of 1000: spectral cosine to the final state "
-            f"{g(c['sigma_at_100'])}, weight cosine {g(c['weight_at_100'])} ({c['n_seeds']} seeds, 0.1M-parameter decoder "
-            "on the HMM corpus)"
+            f"{g(c['sigma_at_100'])}, weight cosine {g(c['weight_at_100'])} ({c['n_seeds']} "
+            "seeds, 0.1M-parameter decoder on the HMM corpus)"
         ),
         "rule: reproduced when the spectral cosine is > 0.9 and > 0.2 above the weight cosine",
     )
@@ -61,7 +61,8 @@ def _sosd_onset(n):
         (V.REPRODUCED if ok else V.NOT_REPRODUCED),
         (
             f"constant LR: onset {g(r['onset_mean'])} (seeds "
-            f"{', '.join(g(x) for x in r['onsets'])}) vs loss knee {g(r['knee_mean'])}: the onset comes {g(gap)} steps "
+            f"{', '.join(g(x) for x in r['onsets'])}) vs loss knee {g(r['knee_mean'])}: the "
+            f"onset comes {g(gap)} steps "
             f"({g(100 * gap / r['steps'], 2)} % of the run) after the knee"
         ),
         "rule: reproduced when onset and knee are within 5 % of the run",

@@ -374,6 +374,52 @@ def _markov_coupling(results_dir: Path) -> dict:
     return out
 
 
+def _markov_fig4(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "markov/fig4_sweeps.nc")
+    out: dict = {"u": {}, "m": {}}
+    for i in range(ds.sizes["run"]):
+        r = ds.isel(run=i)
+        row = {
+            "seed": int(r.seed),
+            "pattern_time": [_f(t) for t in r.pattern_time.values],
+            "n_stages": int(r.n_stages),
+            "band": [int(r.n_stages_min), int(r.n_stages_max)],
+            "n_patterns": int(r.n_patterns),
+            "final_excess_loss": _f(r.excess_loss.values[np.isfinite(r.excess_loss.values)][-1]),
+        }
+        out[str(r.param.values)].setdefault(f"{float(r.value):g}", []).append(row)
+    return out
+
+
+def _markov_fig5(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "markov/fig5_datasize.nc")
+    out: dict = {
+        "sizes": [int(n) for n in ds["size"].values],
+        "seeds": [int(s) for s in ds.seed.values],
+        "runs": {},
+    }
+    for n in ds["size"].values:
+        rows = []
+        for sd in ds.seed.values:
+            r = ds.sel({"size": n, "seed": sd})
+            kl = r.kl_context.values
+            ib = int(np.argmin(np.abs(r.step.values - int(r.best_step))))
+            rows.append(
+                {
+                    "seed": int(sd),
+                    "n_stages": int(r.n_stages),
+                    "n_stages_at_best": int(r.n_stages_at_best),
+                    "best_step": int(r.best_step),
+                    "best_excess": _f(r.best_excess),
+                    "closest_at_best": int(r.closest_at_best),
+                    "kl_at_best": [_f(x) for x in kl[ib]],
+                    "final_excess_loss": _f(r.excess_loss.values[-1]),
+                }
+            )
+        out["runs"][str(int(n))] = rows
+    return out
+
+
 #: Markov training runs: every curve kept (121-201 evaluations); attention maps only at the
 #: evaluations the figure draws (:func:`sims.markov.plotting.pick_steps`).
 def _attention_steps(ds) -> list[int]:
@@ -384,6 +430,122 @@ def _attention_steps(ds) -> list[int]:
 
 
 MARKOV_RUN = Reduction(only={"attention": {"step": _attention_steps}}, sig=4)
+
+
+# ----------------------------------------------------------------------------- seed 003
+
+
+def _study(ds) -> dict:
+    study = ds.attrs.get("study") or ds.attrs.get("meta", {}).get("config", {}).get("study", {})
+    base = study.get("base", {})
+    return {
+        "steps": base.get("steps"),
+        "batch_size": base.get("batch_size"),
+        "lr": base.get("lr"),
+        "rho": study.get("rho"),
+        "n_layer": base.get("model", {}).get("n_layer"),
+        "d_model": base.get("model", {}).get("d_model"),
+    }
+
+
+def _paired(a, b) -> dict:
+    d = np.asarray(a, float) - np.asarray(b, float)
+    return {
+        "per_seed": [_f(x) for x in d],
+        "mean": _f(d.mean()),
+        "sd": _f(d.std(ddof=1)) if d.size > 1 else 0.0,
+    }
+
+
+def _sam_table1(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "sam_family/table1.nc")
+    opt = [str(m) for m in ds.optimizer.values]
+    v = {m: ds.final_val_loss.sel(optimizer=m).values for m in opt}
+    out = {
+        "optimizers": opt,
+        "seeds": [int(s) for s in ds.seed.values],
+        "final_val_loss": {m: _stats(v[m]) for m in opt},
+        "delta_vs_adamw": {m: _paired(v[m], v["adamw"]) for m in opt if m != "adamw"},
+        "bayes_loss": _f(ds.attrs.get("bayes_loss", np.nan)),
+        "study": _study(ds),
+    }
+    for a, b in (("fsam", "sam"), ("pfsam", "psam")):
+        if a in v and b in v:
+            out["delta_vs_adamw"].setdefault(f"{a}-{b}", _paired(v[a], v[b]))
+    return out
+
+
+def _sam_rho(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "sam_family/rho_sweep.nc")
+    adamw = float(ds.adamw_val_loss)
+    return {
+        "rho": ds.rho.values.tolist(),
+        "adamw": adamw,
+        "seed": ds.attrs.get("seed"),
+        "final_val_loss": {
+            str(m): ds.final_val_loss.sel(optimizer=m).values.tolist() for m in ds.optimizer.values
+        },
+        "below_adamw": {
+            str(m): int((ds.final_val_loss.sel(optimizer=m).values < adamw).sum())
+            for m in ds.optimizer.values
+        },
+        "study": _study(ds),
+    }
+
+
+def _sam_sharpness(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "sam_family/sharpness.nc")
+    keys = [
+        k for k in ("lambda_max", "tr_H_L", "tr_H_G", "tr_H_F", "logit_one_minus_p_sq") if k in ds
+    ]
+    out: dict = {"seeds": [int(s) for s in ds.seed.values], "metrics": {}}
+    for k in keys:
+        base = float(ds[k].sel(optimizer="adamw").mean())
+        out["metrics"][k] = {
+            str(m): {
+                **_stats(ds[k].sel(optimizer=m).values),
+                "ratio_to_adamw": _f(float(ds[k].sel(optimizer=m).mean()) / base),
+            }
+            for m in ds.optimizer.values
+        }
+    return out
+
+
+def _sam_tau(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "sam_family/tau.nc")
+    cut = min(50, int(ds.callback_step.max()) // 2)
+    out: dict = {"cut_step": cut, "methods": {}}
+    for m in ds.optimizer.values:
+        x = ds.sel({"optimizer": m}).where(ds.callback_step > cut, drop=True)
+        init = ds.sel({"optimizer": m, "callback_step": 0})
+        row = {}
+        for k in ("tau_logit", "tau_func", "tau_cross"):
+            q = np.nanquantile(x[k].values, [0.25, 0.5, 0.75])
+            row[k] = {
+                "q25": _f(q[0]),
+                "median": _f(q[1]),
+                "q75": _f(q[2]),
+                "init": _f(np.nanmean(init[k].values)),
+            }
+        row["n_seeds"] = int(np.isfinite(x["tau_logit"].values).any(axis=-1).sum())
+        out["methods"][str(m)] = row
+    return out
+
+
+def _sam_tau_smollm2(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "sam_family/smollm2/cpu/tau_smollm2.nc")
+    out: dict = {
+        "model": ds.attrs.get("model"),
+        "steps": [int(s) for s in ds.step.values],
+        "param_sets": {},
+    }
+    for p in ds.param_set.values:
+        r = ds.sel(param_set=p)
+        out["param_sets"][str(p)] = {
+            k: [_f(x) for x in r[k].values]
+            for k in ("tau_logit", "tau_func", "tau_cross", "lambda_max")
+        }
+    return out
 
 
 # ----------------------------------------------------------------------------- seed 002
@@ -554,6 +716,34 @@ _add(
     ),
     Source("markov_fig10", {"markov/fig10_ode.nc": FIG10}, _markov_fig10),
     Source("markov_coupling", {"markov/coupling_time.nc": WHOLE}, _markov_coupling),
+    Source(
+        "markov_fig6_7",
+        {"markov/fig6_7_online.nc": MARKOV_RUN},
+        _markov_single("markov/fig6_7_online.nc"),
+    ),
+    Source(
+        "markov_fig8_9",
+        {"markov/fig8_9_reversed.nc": MARKOV_RUN},
+        _markov_single("markov/fig8_9_reversed.nc"),
+    ),
+    Source(
+        "markov_fig2_3",
+        {"markov/fig2_3_full.nc": MARKOV_RUN},
+        _markov_single("markov/fig2_3_full.nc"),
+    ),
+    Source("sam_family_table1", {"sam_family/table1.nc": Reduction(sig=5)}, _sam_table1),
+    Source("sam_family_rho", {"sam_family/rho_sweep.nc": WHOLE}, _sam_rho),
+    Source(
+        "sam_family_sharpness",
+        {"sam_family/sharpness.nc": WHOLE, "sam_family/table1.nc": Reduction(sig=5)},
+        _sam_sharpness,
+    ),
+    Source("sam_family_tau", {"sam_family/tau.nc": Reduction(sig=4)}, _sam_tau),
+    Source(
+        "sam_family_tau_smollm2", {"sam_family/smollm2/cpu/tau_smollm2.nc": WHOLE}, _sam_tau_smollm2
+    ),
+    Source("markov_fig4", {"markov/fig4_sweeps.nc": Reduction(sig=4)}, _markov_fig4),
+    Source("markov_fig5", {"markov/fig5_datasize.nc": Reduction(sig=4)}, _markov_fig5),
     Source(
         "sosd_toy",
         {

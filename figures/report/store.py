@@ -197,9 +197,7 @@ def numbers_path(figure: str, root: Path = SUMMARY_DIR) -> Path:
 
 
 def data_path(result_rel: str, root: Path = SUMMARY_DIR) -> Path:
-    """Where the summary of ``results/<result_rel>`` lives: ``<root>/data/<result_rel>.json``
-    (a JSON result keeps its own name).
-    """
+    """Where the summary of ``results/<result_rel>`` lives (``<root>/data/<rel>[.json]``)."""
     name = result_rel if result_rel.endswith(".json") else f"{result_rel}.json"
     return Path(root) / "data" / name
 
@@ -227,11 +225,15 @@ def hydrate(rels: Iterable[str], target: str | Path, root: Path = SUMMARY_DIR) -
     return out
 
 
+#: Text files of the summaries folder that the manifest does not list.
+NOT_DATA = ("MANIFEST.json", "README.md", "FINDINGS.md")
+
+
 def manifest(root: Path = SUMMARY_DIR) -> dict:
     """Every summary file under ``root``: size in bytes and sha256 (``MANIFEST.json`` body)."""
     files = {}
     for p in sorted(Path(root).rglob("*")):
-        if p.is_file() and p.name != "MANIFEST.json" and not p.name.startswith("."):
+        if p.is_file() and p.name not in NOT_DATA and not p.name.startswith("."):
             files[p.relative_to(root).as_posix()] = {
                 "bytes": p.stat().st_size,
                 "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),

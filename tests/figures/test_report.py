@@ -59,13 +59,15 @@ def test_dataset_codec_round_trips_to_the_stated_digits():
     back = store.decode_dataset(json.loads(json.dumps(enc, allow_nan=False)))
     a, b = ds.curve.values, back.curve.values
     fin = np.isfinite(a)
-    assert np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(a[~fin], b[~fin], equal_nan=True)
+    assert np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(
+        a[~fin], b[~fin], equal_nan=True
+    )
     # 4 significant digits: relative error at most half a unit in the 4th digit
     assert np.max(np.abs(b[fin] - a[fin]) / np.abs(a[fin])) <= 5e-4
     assert np.max(np.abs(b[fin] - a[fin]) / np.abs(a[fin])) > 0  # it did round
-    assert back.sparse.values[1, 5] == pytest.approx(0.1235, abs=0) and np.isnan(back.sparse)[
-        0
-    ].all()
+    assert (
+        back.sparse.values[1, 5] == pytest.approx(0.1235, abs=0) and np.isnan(back.sparse)[0].all()
+    )
     assert back["count"].dtype == np.int64 and back["count"].values.tolist() == [1, 2, 3]
     assert back.flag.values.tolist() == [True, False, True]
     assert back.label.values.tolist() == ["a", "bb", "ccc"]
@@ -143,7 +145,7 @@ def test_committed_summaries_are_small_and_listed_in_the_manifest():
     man = store.read_summary_json(store.SUMMARY_DIR / "MANIFEST.json")
     on_disk = {p.relative_to(store.SUMMARY_DIR).as_posix(): p.stat().st_size
                for p in store.SUMMARY_DIR.rglob("*") if p.is_file()
-               and p.name not in ("MANIFEST.json", "README.md") and not p.name.startswith(".")
+               and p.name not in store.NOT_DATA and not p.name.startswith(".")
                and not p.relative_to(store.SUMMARY_DIR).as_posix().startswith("gpu/")}  # fmt: skip
     listed = {k: v["bytes"] for k, v in man["files"].items() if not k.startswith("gpu/")}
     assert on_disk == listed  # regenerated with `python -m figures summaries`, not edited by hand
@@ -295,3 +297,11 @@ def test_confirm_numbers_match_the_known_effects():
     assert rows["confirm-up-loss"].verdict == V.REPRODUCED
     assert rows["confirm-entropy"].verdict == V.REPRODUCED
     assert rows["confirm-muon"].verdict == V.NO_RESULT and "--variants" in rows["confirm-muon"].ours
+
+
+def test_committed_findings_markdown_is_up_to_date():
+    from figures.report import FINDINGS, findings_markdown
+
+    assert FINDINGS.read_text(encoding="utf-8") == findings_markdown(), (
+        "figures/summaries/FINDINGS.md is stale: run `python -m figures summaries`"
+    )

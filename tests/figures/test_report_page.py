@@ -62,7 +62,7 @@ def test_page_renders_every_claim_with_working_images_and_links(page, tmp_path):
     assert int(body["overflow-px"]) <= 0  # no sideways scrolling at a laptop width
     for r in rep.rows:  # every claim row, with its verdict
         assert f'id="claim-{r.claim.id}"' in dom
-    assert dom.count("class=\"verdict") >= len(rep.rows)
+    assert dom.count('class="verdict') >= len(rep.rows)
     md = (out / "REPORT.md").read_text()
     assert md.count("\n| ") >= len(rep.rows) and "## Seed 004" in md
 
@@ -131,4 +131,3 @@ def _keys(x, prefix=""):
     if isinstance(x, dict):
         return {k for key, v in x.items() for k in _keys(v, f"{prefix}/{key}")} | {prefix}
     return {prefix}
-
