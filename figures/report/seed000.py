@@ -58,7 +58,7 @@ def _fig1_plateau(n):
         rel = abs(med - near) / near
         ok &= rel < 0.05
         k = levels.index(near)
-        rows.append(f"{lab} {g(med, 4)} vs the level after {k} features {g(near, 4)}")
+        rows.append(f"{lab} {g(med, 5)} vs the level after {k} features {g(near, 5)}")
     verdict = V.VERIFIED if ok else V.REFUTED
     return (
         verdict,

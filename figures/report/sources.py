@@ -362,14 +362,15 @@ def _markov_coupling(results_dir: Path) -> dict:
         beta = float(coupling_beta(ms, int(ds.attrs["H"]), int(T)))
         slope = float(np.polyfit(L[big], np.sqrt(tc[:, big]).mean(0), 1)[0])
         ratio = tc.mean(0) / L
+        far = ds.eps.values <= 1e-6  # the theory claim's range, 1e-6 ... 1e-12
         out["T"][str(int(T))] = {
             "t_c_mean": tc.mean(0).tolist(),
             "n_seeds": int(tc.shape[0]),
             "beta": beta,
             "slope_sqrt_tc": slope,
             "slope_law": 1 / (2 * beta),
-            "tc_over_log_growth": float(ratio[big][-1] / ratio[big][0]),
-            "log_range": [float(L[big][0]), float(L[big][-1])],
+            "tc_over_log_growth": float(ratio[far][-1] / ratio[far][0]),
+            "growth_eps": [float(ds.eps.values[far][0]), float(ds.eps.values[far][-1])],
         }
     return out
 
@@ -417,6 +418,66 @@ def _markov_fig5(results_dir: Path) -> dict:
                 }
             )
         out["runs"][str(int(n))] = rows
+    return out
+
+
+def _markov_beyond(results_dir: Path) -> dict:
+    from sims.markov.beyond import paired_gains
+
+    ds = _nc(results_dir, "markov/beyond_uniformity.nc")
+    ode = {}
+    e0 = ds.ode_entropy_times.sel(rho=0.0).values
+    for r in ds.rho.values:
+        e = ds.ode_entropy_times.sel(rho=r).values
+        ode[f"{float(r):g}"] = {"entropy": _stats(e), "gain": _stats(e - e0),
+                                "n_positive": int((e - e0 > 0).sum())}  # fmt: skip
+    mm = ds[["mm_gain_times"]].rename({"mm_gain_times": "gain_times", "mm_seed": "seed"})
+    gains = paired_gains(mm)
+    t3 = ds.mm_pattern_time.sel(group=3)
+    shift = (t3 - t3.sel(run="adamw")).mean("mm_seed")
+    out = {
+        "ode": ode, "n_seeds": int(ds.sizes["mm_seed"]),
+        "entropy_adamw": _stats(ds.mm_entropy_times.sel(run="adamw").values),
+        "gains": {k: {kk: _f(vv) if isinstance(vv, float) else vv for kk, vv in v.items()}
+                  for k, v in gains.items()},
+        "stage3_shift": {str(k): _f(shift.sel(run=k)) for k in ds.run.values},
+        "final_excess": {str(k): _f(ds.mm_final_excess.sel(run=k).mean()) for k in ds.run.values},
+        "bayes_loss_mean": _f(np.mean(ds.attrs.get("mm_bayes_loss_mean", np.nan))),
+        "hard_bayes_loss": {f"{t}_k{int(k)}": _f(ds.mm_hard_cluster_bayes_loss.sel(
+            target=t, k=k).mean()) for t in ds.target.values for k in ds.k.values},
+        "hard_fraction": {f"{t}_k{int(k)}": [_f(x) for x in (ds.mm_n_selected.sel(
+            target=t, k=k).values / ds.attrs.get("mm_n_train", np.nan))]
+            for t in ds.target.values for k in ds.k.values},
+    }  # fmt: skip
+    return out
+
+
+def _sosd_bridge(results_dir: Path) -> dict:
+    from sims.spectral_bridge import alignment_table
+
+    ds = _nc(results_dir, "sosd_bridge/la.nc")
+    out: dict = {"n_runs": int(ds.sizes["run"]), "arms": [str(a) for a in ds.arm.values],
+                 "alignment": {}, "onset": {}}  # fmt: skip
+    for mat in ("key", "merged"):
+        tab = alignment_table(ds, mat)
+        out["alignment"][mat] = {}
+        for arm, rows in tab.items():
+            first = [r["relative"][0] for r in rows if r["relative"]]
+            later = [x for r in rows for x in r["relative"][1:]]
+            chance = [r["chance_relative"] for r in rows if np.isfinite(r["chance_relative"])]
+            out["alignment"][mat][arm] = {
+                "first": _stats(first),
+                "later": _stats(later),
+                "chance": _f(np.median(chance)) if chance else None,
+            }
+    gd = ds.onset.sel(arm="gd").values
+    for arm in ds.arm.values:
+        on = ds.onset.sel(arm=arm).values
+        out["onset"][str(arm)] = {
+            **_stats(on),
+            "n_earlier_than_gd": int((on < gd).sum()),
+            "n_paired": int((np.isfinite(on) & np.isfinite(gd)).sum()),
+        }
     return out
 
 
@@ -657,6 +718,12 @@ SOSD_TOY = Reduction(
 )
 
 
+#: The bridge draws the curves of one run per arm and the peaks of every run (kept whole
+#: until its size is known).
+SOSD_BRIDGE = Reduction(sig=4)
+#: Per-run spectra of the pre-training study (kept whole until their size is known).
+SOSD_LM_SPECTRA = Reduction(sig=4)
+
 #: Figure 10 draws the loss parts of the first h positions only.
 FIG10 = Reduction(thin={"time": 200}, only={"loss_split": {"position": (0, 1, 2)}}, sig=4)
 
@@ -741,6 +808,22 @@ _add(
     Source("sam_family_tau", {"sam_family/tau.nc": Reduction(sig=4)}, _sam_tau),
     Source(
         "sam_family_tau_smollm2", {"sam_family/smollm2/cpu/tau_smollm2.nc": WHOLE}, _sam_tau_smollm2
+    ),
+    Source("markov_beyond", {"markov/beyond_uniformity.nc": Reduction(sig=4)}, _markov_beyond),
+    Source(
+        "sosd_bridge",
+        {"sosd_bridge/la.nc": SOSD_BRIDGE, "sosd_bridge/markov_seed0.nc": Reduction(sig=4)},
+        _sosd_bridge,
+    ),
+    Source(
+        "sosd_lm",
+        {
+            "sosd_lm/cpu/summary.json": WHOLE,
+            "sosd_lm/cpu/*_seed*.spectra.nc": SOSD_LM_SPECTRA,
+            "sosd_lm/cpu/*_seed*.history.nc": Reduction(sig=4),
+            "sosd_lm/cpu/*_seed*.json": WHOLE,
+        },
+        _sosd_lm,
     ),
     Source("markov_fig4", {"markov/fig4_sweeps.nc": Reduction(sig=4)}, _markov_fig4),
     Source("markov_fig5", {"markov/fig5_datasize.nc": Reduction(sig=4)}, _markov_fig5),
