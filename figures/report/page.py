@@ -38,18 +38,21 @@ h1 { font-size: 1.7em; margin-bottom: .2em; } h2 { margin-top: 2em; border-botto
 h3 { margin: 1.2em 0 .4em; font-size: 1.05em; color: #444; }
 table { border-collapse: collapse; width: 100%; margin: .5em 0 1em; }
 th, td { border: 1px solid #d4d4d4; padding: .35em .5em; vertical-align: top; text-align: left;
-         overflow-wrap: anywhere; }
+         overflow-wrap: break-word; }
+table.claims { table-layout: fixed; }
 th { background: #f1f1f1; position: sticky; top: 0; }
 td.num { color: #666; white-space: nowrap; }
-td.claim { min-width: 14em; } td.ours { min-width: 18em; } td.cmd { min-width: 13em; }
+col.n { width: 2.6em; } col.claim { width: 16%; } col.where { width: 9%; }
+col.paper { width: 12%; } col.ours { width: 27%; } col.verdict { width: 13%; }
+col.fig { width: 10%; } col.cmd { width: 13%; }
 code { font-size: .85em; background: #f5f5f5; padding: 0 .2em; word-break: break-all; }
 .verdict { display: inline-block; padding: .1em .5em; border-radius: .7em; font-weight: 600;
-           white-space: nowrap; }
+           white-space: normal; }
 .ok { background: #d7f0d8; color: #124d17; } .warn { background: #fbeccb; color: #6b4a00; }
 .bad { background: #f8d4d4; color: #7a1010; } .fix { background: #d6e6f8; color: #0d3c73; }
 .none { background: #e8e8e8; color: #444; }
 .rule { display: block; color: #666; font-size: .8em; margin-top: .2em; }
-img.thumb { width: 150px; border: 1px solid #ccc; }
+img.thumb { width: 100%; max-width: 150px; border: 1px solid #ccc; }
 figure { margin: 2em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { color: #333; font-size: .95em; margin-top: .3em; }
 .counts td, .counts th { text-align: center; padding: .25em .4em; font-size: .9em; }
@@ -85,6 +88,16 @@ window.addEventListener('load', () => {
   b.checked = 'yes';
 });
 """
+
+
+COLS = (
+    "<colgroup>"
+    + "".join(
+        f"<col class='{c}'>"
+        for c in ("n", "claim", "where", "paper", "ours", "verdict", "fig", "cmd")
+    )
+    + "</colgroup>"
+)
 
 
 def _esc(x) -> str:
@@ -170,7 +183,7 @@ def render_html(
             if not sub:
                 continue
             parts.append(
-                f"<h3>{_esc(kind)}</h3><table><tr><th>#</th><th>claim</th>"
+                f"<h3>{_esc(kind)}</h3><table class='claims'>{COLS}<tr><th>#</th><th>claim</th>"
                 "<th>where in the paper</th><th>the paper</th><th>ours</th>"
                 "<th>verdict</th><th>figure</th><th>regenerate</th></tr>"
             )

@@ -442,19 +442,32 @@ def _confirm(n, a, b, metric, expect, src="llm_confirm", paper=True, digits=3):
     return verdict, ours, rule
 
 
-@claim(
-    "confirm-up-loss",
-    "000",
-    "Upsampling the hard cluster improves the fine-tuned model",
-    "Table 2, Fig. 3",
-    "FT+UP − FT average accuracy +1.2 to +3.2 points (4 models)",
-    "llm_confirm",
-    ("llm_confirm",),
-    CONFIRM,
-)
-def _confirm_up_loss(n):
-    v, o, r = _confirm(n, "ft_up", "ft", "mean_loss", "negative")
-    return v, o, r
+#: Confirmation claims read off one paired difference of the mean held-out loss:
+#: (id, claim, where, the paper's number, variant a, variant b, predicted sign of a − b).
+PAIRED_CLAIMS = (
+    ("confirm-up-loss", "Upsampling the hard cluster improves the fine-tuned model",
+     "Table 2, Fig. 3", "FT+UP − FT average accuracy +1.2 to +3.2 points (4 models)",
+     "ft_up", "ft", "negative"),
+    ("confirm-random", "Random upsampling of the same size does about nothing",
+     "Table 4, Fig. 4d", "Rand. − FT −0.3 / +0.1 points", "random", "ft", "zero"),
+    ("confirm-easy", "Upsampling easy examples hurts", "Table 4, Fig. 4d",
+     "Easy − FT −1.5 / −1.6 points", "easy", "ft", "positive"),
+    ("confirm-hard-vs-matched", "Hard upsampling beats compute-matched random upsampling",
+     "Table 4, Fig. 4d", "Hard − Rand. +1.5 / +1.7 points", "ft_up", "random", "negative"),
+    ("confirm-traj-vs-ckpt",
+     "Clustering loss trajectories beats clustering the last checkpoint's loss",
+     "Table 6, Fig. 4b", "Traj. − Ckpt. −0.3 / −0.1 / +1.1 points (3 models)", "ft_up",
+     "ft_up_last", "negative"),
+    ("confirm-proxy", "A small proxy finds the hard examples as well as the target", "Fig. 4a",
+     "Pythia-70M proxy ≈ target proxy", "ft_up_self", "ft_up", "zero"),
+    ("confirm-muon", "Upsampling helps under Muon too", "Fig. 3 (right), Table 3",
+     "Muon+UP − Muon +0.8 points (Phi-2)", "ft_up_muon", "ft_muon", "negative"),
+)  # fmt: skip
+
+for _id, _text, _where, _paper, _a, _b, _expect in PAIRED_CLAIMS:
+    claim(_id, "000", _text, _where, _paper, "llm_confirm", ("llm_confirm",), CONFIRM)(
+        lambda n, a=_a, b=_b, e=_expect: _confirm(n, a, b, "mean_loss", e)
+    )
 
 
 @claim(
@@ -475,66 +488,6 @@ def _confirm_up_acc(n):
         (f"{o}; FT {g(acc['ft'])} %, FT+UP {g(acc['ft_up'])} %, PT {g(acc['pt'])} %"),
         r,
     )
-
-
-@claim(
-    "confirm-random",
-    "000",
-    "Random upsampling of the same size does about nothing",
-    "Table 4, Fig. 4d",
-    "Rand. − FT −0.3 / +0.1 points",
-    "llm_confirm",
-    ("llm_confirm",),
-    CONFIRM,
-)
-def _confirm_random(n):
-    v, o, r = _confirm(n, "random", "ft", "mean_loss", "zero")
-    return v, o, r
-
-
-@claim(
-    "confirm-easy",
-    "000",
-    "Upsampling easy examples hurts",
-    "Table 4, Fig. 4d",
-    "Easy − FT −1.5 / −1.6 points",
-    "llm_confirm",
-    ("llm_confirm",),
-    CONFIRM,
-)
-def _confirm_easy(n):
-    v, o, r = _confirm(n, "easy", "ft", "mean_loss", "positive")
-    return v, o, r
-
-
-@claim(
-    "confirm-hard-vs-matched",
-    "000",
-    "Hard upsampling beats compute-matched random upsampling",
-    "Table 4, Fig. 4d",
-    "Hard − Rand. +1.5 / +1.7 points",
-    "llm_confirm",
-    ("llm_confirm",),
-    CONFIRM,
-)
-def _confirm_hard_vs_random(n):
-    v, o, r = _confirm(n, "ft_up", "random", "mean_loss", "negative")
-    return v, o, r
-
-
-@claim(
-    "confirm-traj-vs-ckpt",
-    "000",
-    "Clustering loss trajectories beats clustering the last checkpoint's loss",
-    "Table 6, Fig. 4b",
-    "Traj. − Ckpt. −0.3 / −0.1 / +1.1 points (3 models)",
-    "llm_confirm",
-    ("llm_confirm",),
-    CONFIRM,
-)
-def _confirm_traj(n):
-    v, o, r = _confirm(n, "ft_up", "ft_up_last", "mean_loss", "negative")
-    return v, o, r
 
 
 @claim(
@@ -559,38 +512,6 @@ def _confirm_k(n):
     verdict = V.REPRODUCED if all(v == V.REPRODUCED for v, _ in res) else V.CONTRADICTED
     ours = "; ".join(f"{k.replace('-', ' − ')}: {ci(d[k]['mean_loss'], 3)}" for k in keys)
     return verdict, "mean held-out loss " + ours + " nats/token", res[0][1]
-
-
-@claim(
-    "confirm-proxy",
-    "000",
-    "A small proxy finds the hard examples as well as the target",
-    "Fig. 4a",
-    "Pythia-70M proxy ≈ target proxy",
-    "llm_confirm",
-    ("llm_confirm",),
-    f"{CONFIRM} --variants all",
-)
-def _confirm_proxy(n):
-    if "ft_up_self-ft_up" not in n["llm_confirm"]["pairs"]:
-        return V.NO_RESULT, f"proxy = target not run; `{CONFIRM} --variants all`", ""
-    v, o, r = _confirm(n, "ft_up_self", "ft_up", "mean_loss", "zero")
-    return v, o, r
-
-
-@claim(
-    "confirm-muon",
-    "000",
-    "Upsampling helps under Muon too",
-    "Fig. 3 (right), Table 3",
-    "Muon+UP − Muon +0.8 points (Phi-2)",
-    "llm_confirm",
-    ("llm_confirm",),
-    CONFIRM,
-)
-def _confirm_muon(n):
-    v, o, r = _confirm(n, "ft_up_muon", "ft_muon", "mean_loss", "negative")
-    return v, o, r
 
 
 @claim(
