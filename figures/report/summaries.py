@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from sims.io import git_info
+from sims.io import git_info, to_jsonable
 
 from . import store
 from .reduce import reduce_dataset
@@ -95,7 +95,7 @@ def _write_source(s: Source, results_dir: Path, root: Path, commit: dict) -> Non
         for hit in _expand(results_dir, rel):
             _write_data(results_dir, hit, red, root)
             files[hit] = result_meta(Path(results_dir) / hit)
-    numbers = s.numbers(Path(results_dir)) if s.numbers is not None else {}
+    numbers = to_jsonable(s.numbers(Path(results_dir))) if s.numbers is not None else {}
     provenance = {
         "summary_written": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "summary_commit": commit.get("git_commit"),
