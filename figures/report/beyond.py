@@ -123,14 +123,15 @@ def _bridge_onset(n):
        gpu=True)  # fmt: skip
 def _throughput(n):
     s = n["gpu_throughput"]
-    m = s.get("figures", s.get("measured", {}))
-    a, b = m.get("trajectory_examples_per_s"), m.get("generation_problems_per_s")
-    if a is None or b is None:
-        return V.NO_RESULT, (f"stage ran on {s.get('device')}; it recorded "
-                             f"{', '.join(sorted(m)) or 'no figures'}"), ""  # fmt: skip
-    ok = float(a) >= 333 and float(b) >= 50
-    return (
-        (V.VERIFIED if ok else V.REFUTED),
-        f"{g(a)} examples/s, {g(b)} problems/s on {s.get('device')}",
-        "rule: verified when both targets are met",
+    targets = s.get("targets", [])
+    if not targets:
+        return V.NO_RESULT, f"stage 'throughput' recorded no targets ({s.get('device')})", ""
+    verdict, rule = V.all_rule([t.get("met") for t in targets], paper=False)
+    ours = (
+        "; ".join(
+            f"{t['name']}: {g(t['value'])} {t.get('unit', '')} ({t['op']} {g(t['target'])})"
+            for t in targets
+        )
+        + f" on {s.get('device')}"
     )
+    return verdict, ours, rule + " (every target met)"

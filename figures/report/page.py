@@ -313,7 +313,7 @@ def render_markdown(
                 fig = c.figure
             lines.append(
                 f"| {n} | {_md(c.text)} | {_md(c.where)} | {_md(c.paper)} | "
-                f"{_md(f.ours)} | **{f.verdict}** ({_md(f.rule)}) | {fig} | "
+                f"{_md(f.ours)} | **{f.verdict}**{f' ({_md(f.rule)})' if f.rule else ''} | {fig} | "
                 f"`{_md(r.command)}` |"
             )
     if figures:

@@ -576,15 +576,20 @@ def _confirm_fsam(n):
     gpu=True,
 )
 def _confirm_gpu(n):
-    return _gpu_pairs(n["gpu_confirm"])
-
-
-def _gpu_pairs(s):
-    d = s.get("pairs", {}).get("ft_up-ft", {}).get("mean_loss")
+    s = n["gpu_confirm"]
+    d = s.get("figures", {}).get("paired_differences", {}).get("ft_up-ft", {}).get("heldout_loss")
     if d is None:
-        return V.NO_RESULT, f"stage status {s.get('status')}; no FT+UP − FT pair recorded", ""
-    verdict, rule = V.interval_rule(d["lo"], d["hi"], expect="negative")
-    return verdict, f"FT+UP − FT mean held-out loss {ci(d)} on {s.get('device', '?')}", rule
+        return V.NO_RESULT, "stage 'confirm' recorded no FT+UP − FT held-out loss", ""
+    m, lo, hi = (float(x) for x in d)
+    verdict, rule = V.interval_rule(lo, hi, expect="negative")
+    return (
+        verdict,
+        (
+            f"FT+UP − FT mean held-out loss {sg(m)} [{sg(lo)}, {sg(hi)}] nats/token "
+            f"on {s.get('device')}"
+        ),
+        rule,
+    )
 
 
 @claim(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import glob
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from sims.io import git_info, to_jsonable
@@ -196,25 +196,22 @@ def write_summaries(
 
 
 def gpu_numbers(root: Path = store.SUMMARY_DIR) -> dict:
-    """The GPU campaign's stages as numbers sources ``gpu_<stage>`` (only finished stages).
+    """The GPU campaign's finished stages as numbers sources ``gpu_<stage>``.
 
-    Reads ``gpu/summary.json`` as ``python -m llm_validation campaign`` writes it: a list of
-    stage entries (or ``{"stages": [...]}``), each with ``name``, ``status``, ``seconds``,
-    ``device`` and the figures it measured (``measured``, or any other keys). A stage that did
-    not finish is absent, so its claims say they need a GPU.
+    Reads ``gpu/summary.json`` as ``python -m llm_validation campaign --publish`` writes it
+    (schema ``sbtheory-campaign/1``: ``stages``, each with ``name``, ``status``, ``seconds``,
+    ``device``, ``figures``, ``targets``; see ``figures/summaries/gpu/README.md``). A stage
+    whose status is not ``ok``, or a rehearsal, is absent, so its claims say they need a GPU.
     """
     path = Path(root) / "gpu" / "summary.json"
     if not path.exists():
         return {}
     data = json.loads(path.read_text())
-    stages = data.get("stages", data) if isinstance(data, Mapping) else data
-    if isinstance(stages, Mapping):
-        stages = [{"name": k, **v} for k, v in stages.items()]
-    out = {}
-    for st in stages:
-        if str(st.get("status", "")).lower() in ("ok", "success", "done", "passed"):
-            out[f"gpu_{st['name']}"] = dict(st)
-    return out
+    if data.get("kind", "gpu") != "gpu":
+        return {}
+    return {
+        f"gpu_{st['name']}": dict(st) for st in data.get("stages", []) if st.get("status") == "ok"
+    }
 
 
 def load_numbers(

@@ -120,7 +120,7 @@ def all_rule(flags, *, paper: bool = True) -> tuple[str, str]:
     yes, no = (REPRODUCED, NOT_REPRODUCED) if paper else (VERIFIED, REFUTED)
     if not flags:
         return NO_RESULT, "rule: no cases"
-    return (yes if all(flags) else no), f"rule: {yes} when all {len(flags)} cases agree"
+    return (yes if all(flags) else no), f"rule: {yes} when every case agrees ({len(flags)} here)"
 
 
 def threshold_rule(

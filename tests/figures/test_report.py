@@ -365,3 +365,33 @@ def test_committed_verdicts_match_the_closing_notes():
         if rows[cid].finding.verdict != verdict:
             wrong[cid] = (rows[cid].finding.verdict, verdict, rows[cid].finding.ours)
     assert not wrong
+
+
+def test_gpu_campaign_summary_feeds_the_gpu_rows(tmp_path):
+    """A published campaign (schema ``sbtheory-campaign/1``) turns 'needs a GPU' into verdicts;
+    failed stages and rehearsals do not."""
+    from figures.report.summaries import gpu_numbers
+
+    stages = [
+        {"name": "markov_fig2_3", "status": "ok", "device": "cuda (H100)",
+         "figures": {"n_stages": 3, "order_ok": True, "group_times": [100, 400, 1500]}},
+        {"name": "markov_fig8_9", "status": "failed", "device": "cuda (H100)", "figures": {}},
+        {"name": "confirm", "status": "ok", "device": "cuda (H100)", "figures": {
+            "paired_differences": {"ft_up-ft": {"heldout_loss": [-0.02, -0.03, -0.01]}}}},
+        {"name": "throughput", "status": "ok", "device": "cuda (H100)", "targets": [
+            {"name": "generation", "value": 40.0, "op": ">=", "target": 50.0, "unit": "/s",
+             "met": False}]},
+    ]  # fmt: skip
+    (tmp_path / "gpu").mkdir()
+    summary = {"schema": "sbtheory-campaign/1", "kind": "gpu", "stages": stages}
+    (tmp_path / "gpu" / "summary.json").write_text(json.dumps(summary))
+    nums = gpu_numbers(tmp_path)
+    assert set(nums) == {"gpu_markov_fig2_3", "gpu_confirm", "gpu_throughput"}
+    rows = {r.claim.id: r.finding for r in C.all_rows(nums)}
+    assert rows["markov_fig2_3-paper-scale"].verdict == V.REPRODUCED
+    assert rows["markov_fig8_9-paper-scale"].verdict == V.NEEDS_GPU  # its stage failed
+    assert rows["confirm-gpu"].verdict == V.REPRODUCED
+    assert rows["gpu-throughput"].verdict == V.REFUTED  # a target missed
+    summary["kind"] = "rehearsal"
+    (tmp_path / "gpu" / "summary.json").write_text(json.dumps(summary))
+    assert gpu_numbers(tmp_path) == {}
