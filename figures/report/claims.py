@@ -197,6 +197,15 @@ def _theory_group(reference: str) -> str:
     return "000"
 
 
+def _theory_paper(c: Mapping) -> str:
+    """What the paper says, for a theory row: its printed statement, or the erratum's status."""
+    if c["verdict"].startswith("printed statement refuted"):
+        return "printed differently (refuted); the statement in this row is the correction"
+    if c["verdict"] == "refuted" and c.get("erratum"):
+        return "the printed statement (an erratum; its corrected form is checked in its own row)"
+    return "the printed statement"
+
+
 def theory_claims(theory: Mapping) -> list[Claim]:
     """One claim per ``python -m theory`` check, judged by its own verdict and residual."""
     out = []
@@ -209,7 +218,7 @@ def theory_claims(theory: Mapping) -> list[Claim]:
             if verdict is None:
                 raise ValueError(f"theory claim {c['name']!r}: unknown verdict {c['verdict']!r}.")
             bits = [f"residual {c['residual']}"]
-            if c.get("printed_residual"):
+            if c.get("printed_residual") not in (None, "", "—", "-"):
                 bits.append(f"printed form: residual {c['printed_residual']}")
             bits.append(f"{c['method']}; {c['sizes']}")
             if c["verdict"].startswith("verified under"):
@@ -229,8 +238,7 @@ def theory_claims(theory: Mapping) -> list[Claim]:
                 group=_theory_group(c["reference"]),
                 text=c["statement"],
                 where=c["reference"],
-                paper="the printed statement"
-                + (" (an erratum: see the corrected twin)" if c.get("erratum") else ""),
+                paper=_theory_paper(c),
                 figure=fig,
                 needs=("theory",),
                 judge=judge,
