@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Sequence
@@ -14,14 +15,26 @@ from . import DEFAULT_OUT, DEFAULT_RESULTS, discover, figure_map
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse arguments and render the figures (exit 2 on bad input, 130 on Ctrl-C)."""
+    """Parse arguments and render the figures (exit 2 on bad input, 130 on Ctrl-C).
+
+    ``python -m figures report ...`` and ``python -m figures summaries ...`` are the findings
+    page and its committed summaries (:mod:`figures.report.cli`).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("report", "summaries"):
+        from .report.cli import main as subcommand
+
+        return subcommand(argv[0], argv[1:])
     return run_cli(_main, argv, prog="python -m figures")
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = ArgumentParser(
         prog="python -m figures",
-        description="Regenerate the paper figures from saved results (computing missing ones).",
+        description="Regenerate the paper figures from saved results (computing missing ones; a "
+        "figure whose result is missing but summarised in figures/summaries/ is drawn from the "
+        "summary). Subcommands: `python -m figures report` (the findings page) and "
+        "`python -m figures summaries` (rewrite the summaries from results/).",
     )
     parser.add_argument("--list", action="store_true", help="list the registered figures")
     parser.add_argument(
@@ -73,9 +86,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
     for i, name in enumerate(names):
         t0 = time.perf_counter()
         try:
-            paths = figures[name].make(
-                args.out, results_dir=args.results, quick=args.quick, recompute=args.recompute
-            )
+            with _results_for(figures[name].FIGURE, args) as results_dir:
+                paths = figures[name].make(
+                    args.out, results_dir=results_dir, quick=args.quick, recompute=args.recompute
+                )
         except KeyboardInterrupt:
             raise KeyboardInterrupt(
                 f"interrupted in figure {name} ({i} of {len(names)} figures done; their files "
@@ -85,6 +99,26 @@ def _main(argv: Sequence[str] | None = None) -> int:
         for p in paths:
             print(f"[{name}] {p}  ({dt:.1f} s)")
     return 0
+
+
+@contextlib.contextmanager
+def _results_for(spec, args):
+    """``args.results``, or a scratch folder with the figure's committed summary.
+
+    The summary stands in when the figure's full result is missing
+    (:func:`figures.report.drawing.use_summary`).
+    """
+    from .report.drawing import summary_results, use_summary
+
+    if not use_summary(spec, args.results, quick=args.quick, recompute=args.recompute):
+        yield args.results
+        return
+    print(
+        f"[{spec.name}] drawn from the committed summary in figures/summaries/ "
+        f"(full run: {spec.producer})"
+    )
+    with summary_results([spec.name]) as folder:
+        yield folder
 
 
 if __name__ == "__main__":

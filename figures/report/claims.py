@@ -1,0 +1,270 @@
+"""The claims on the findings page: what each says, where the paper says it, and its verdict rule.
+
+One :class:`Claim` per row. ``judge(numbers)`` reads the committed summary numbers
+(``numbers[source][...]``, see :mod:`figures.report.sources`) and returns a
+:class:`~figures.report.verdicts.Finding`: our numbers in words and the verdict computed by a
+stated rule (:mod:`figures.report.verdicts`). A claim whose numbers are missing shows the command
+that makes them; a GPU claim without the campaign's summary says it needs a GPU.
+
+Groups: ``"000"`` main paper, ``"002"`` SoSD, ``"003"`` Functional-SAM, ``"004"`` Markov chains,
+``"beyond"`` findings beyond the papers. The theory claims (``python -m theory``) are added row
+by row from ``theory.json`` by :func:`theory_claims`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+
+from . import verdicts as V
+from .verdicts import Finding
+
+__all__ = [
+    "Claim",
+    "Row",
+    "CLAIMS",
+    "GROUPS",
+    "GROUP_SHORT",
+    "evaluate",
+    "theory_claims",
+    "all_rows",
+]
+
+GROUPS = {
+    "000": "Seed 000 — main paper: data distribution as a lever (GD, SAM, upsampling)",
+    "002": "Seed 002 — stability of the singular distribution (SoSD)",
+    "003": "Seed 003 — Functional-SAM and the SAM family",
+    "004": "Seed 004 — stage-wise learning of sparse Markov chains",
+    "beyond": "Beyond the papers",
+}
+#: Short labels (the verdict-count table).
+GROUP_SHORT = {
+    "000": "000 main paper",
+    "002": "002 SoSD",
+    "003": "003 Functional-SAM",
+    "004": "004 Markov chains",
+    "beyond": "beyond the papers",
+}
+
+Numbers = Mapping[str, Mapping]
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One row of the findings page.
+
+    Attributes:
+        id: stable identifier (anchor of the row).
+        group: one of :data:`GROUPS`.
+        text: the claim in a few words.
+        where: where the paper makes it (section, figure, table).
+        paper: the paper's number or statement.
+        figure: the registered figure that shows our result (``None``: none).
+        needs: the summary sources whose numbers ``judge`` reads.
+        judge: ``judge(numbers) -> Finding``.
+        command: the command that regenerates the result (default: the figure's).
+        gpu: whether the result needs a GPU (the campaign's summaries).
+    """
+
+    id: str
+    group: str
+    text: str
+    where: str
+    paper: str
+    figure: str | None
+    needs: tuple[str, ...]
+    judge: Callable[[Numbers], Finding]
+    command: str | None = None
+    gpu: bool = False
+
+    def __post_init__(self):
+        if self.group not in GROUPS:
+            raise ValueError(f"claim {self.id!r}: unknown group {self.group!r}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """A claim with its finding, ready to render."""
+
+    claim: Claim
+    finding: Finding
+    command: str
+
+
+def figure_command(figure: str | None) -> str:
+    """The command that recomputes a figure's result and redraws it."""
+    if figure is None:
+        return "python -m theory"
+    return f"python -m figures --only {figure} --recompute"
+
+
+def evaluate(claim: Claim, numbers: Numbers) -> Row:
+    """Judge a claim on the loaded summary numbers (or say which command makes them)."""
+    command = claim.command or figure_command(claim.figure)
+    missing = [n for n in claim.needs if n not in numbers]
+    if missing:
+        verdict = V.NEEDS_GPU if claim.gpu else V.NO_RESULT
+        what = "needs a GPU; run" if claim.gpu else "no summary yet; run"
+        return Row(
+            claim,
+            Finding(verdict, f"{what} `{command}`, then `python -m figures summaries`"),
+            command,
+        )
+    try:
+        finding = claim.judge(numbers)
+    except KeyError as exc:  # a variant or a measurement the summarised run did not make
+        finding = Finding(
+            V.NO_RESULT,
+            f"the summary has no {exc.args[0]!r}; run `{command}`, "
+            "then `python -m figures summaries`",
+        )
+    return Row(claim, finding, command)
+
+
+# ----------------------------------------------------------------------------- formatting
+
+
+def g(x, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits (``—`` for None)."""
+    if x is None:
+        return "—"
+    return f"{float(x):.{digits}g}"
+
+
+def sg(x, digits: int = 3) -> str:
+    """A signed number."""
+    if x is None:
+        return "—"
+    return f"{float(x):+.{digits}g}"
+
+
+def ci(d: Mapping, digits: int = 3) -> str:
+    """``mean [lo, hi]`` of a paired-difference record."""
+    return f"{sg(d['mean'], digits)} [{sg(d['lo'], digits)}, {sg(d['hi'], digits)}]"
+
+
+def _judge(fn: Callable[[Numbers], tuple[str, str, str]]) -> Callable[[Numbers], Finding]:
+    """Wrap ``fn(numbers) -> (verdict, ours, rule)`` into a judge."""
+
+    def judge(numbers: Numbers) -> Finding:
+        verdict, ours, rule = fn(numbers)
+        return Finding(verdict, ours, rule)
+
+    judge.__name__ = fn.__name__
+    judge.__doc__ = fn.__doc__
+    return judge
+
+
+CLAIMS: list[Claim] = []
+
+
+def claim(id, group, text, where, paper, figure, needs, command=None, gpu=False):
+    """Decorator registering ``fn(numbers) -> (verdict, ours, rule)`` as a claim's judge."""
+
+    def register(fn):
+        if any(c.id == id for c in CLAIMS):
+            raise ValueError(f"two claims are named {id!r}.")
+        CLAIMS.append(
+            Claim(id, group, text, where, paper, figure, tuple(needs), _judge(fn), command, gpu)
+        )
+        return fn
+
+    return register
+
+
+# ----------------------------------------------------------------------------- theory rows
+
+#: Theory claims drawn in a figure (by name prefix).
+THEORY_FIGURES = (
+    ("sosd_", "sosd_theory"),
+    ("seed004_coupling", "markov_coupling"),
+    ("seed004_theorem1", "markov_fig10"),
+    ("sam_", "la_sam_mechanism"),
+    ("upsampling_", "la_upsampling"),
+    ("thm44_sam_higher_entropy", "sam_entropy"),
+    ("thm44_condition_role", "sam_entropy_sweep"),
+)
+
+
+def _theory_group(reference: str) -> str:
+    ref = reference.lower()
+    if ref.startswith("beyond"):
+        return "beyond"
+    if ref.startswith("seed002"):
+        return "002"
+    if ref.startswith("seed004"):
+        return "004"
+    return "000"
+
+
+def _theory_paper(c: Mapping) -> str:
+    """What the paper says, for a theory row: its printed statement, or the erratum's status."""
+    if c["verdict"].startswith("printed statement refuted"):
+        return "printed differently (refuted); the statement in this row is the correction"
+    if c["verdict"] == "refuted" and c.get("erratum"):
+        return "the printed statement (an erratum; its corrected form is checked in its own row)"
+    return "the printed statement"
+
+
+def theory_claims(theory: Mapping) -> list[Claim]:
+    """One claim per ``python -m theory`` check, judged by its own verdict and residual."""
+    out = []
+    for c in theory.get("claims", []):
+        name = c["name"]
+        fig = next((f for p, f in THEORY_FIGURES if name.startswith(p)), None)
+
+        def judge(numbers, c=c):
+            verdict = V.THEORY_VERDICTS.get(c["verdict"])
+            if verdict is None:
+                raise ValueError(f"theory claim {c['name']!r}: unknown verdict {c['verdict']!r}.")
+            bits = [f"residual {c['residual']}"]
+            if c.get("printed_residual") not in (None, "", "—", "-"):
+                bits.append(f"printed form: residual {c['printed_residual']}")
+            bits.append(f"{c['method']}; {c['sizes']}")
+            if c["verdict"].startswith("verified under"):
+                bits.append(c["verdict"])
+            if c.get("caveat"):
+                bits.append(c["caveat"])
+            if c.get("detail"):
+                d = str(c["detail"])
+                bits.append(d if len(d) <= 400 else d[:397] + "…")
+            return Finding(
+                verdict, "; ".join(bits), f"rule: `python -m theory` verdict '{c['verdict']}'"
+            )
+
+        out.append(
+            Claim(
+                id=f"theory-{name}",
+                group=_theory_group(c["reference"]),
+                text=c["statement"],
+                where=c["reference"],
+                paper=_theory_paper(c),
+                figure=fig,
+                needs=("theory",),
+                judge=judge,
+                command=f"python -m theory --claim {name}",
+            )
+        )
+    return out
+
+
+def all_rows(numbers: Numbers, claims: Sequence[Claim] | None = None) -> list[Row]:
+    """Every empirical claim, then every theory claim, judged on ``numbers``."""
+    claims = list(CLAIMS if claims is None else claims)
+    if "theory" in numbers:
+        claims += theory_claims(numbers["theory"])
+    else:
+        claims.append(
+            Claim(
+                "theory-all",
+                "000",
+                "The papers' lemmas and theorems, re-derived with SymPy",
+                "all seeds",
+                "—",
+                None,
+                ("theory",),
+                lambda n: Finding(V.NO_RESULT, ""),
+                "python -m theory",
+            )
+        )
+    return [evaluate(c, numbers) for c in claims]

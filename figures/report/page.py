@@ -1,0 +1,327 @@
+"""The findings page: ``index.html`` (images beside it or embedded) and ``REPORT.md``.
+
+One table per group (seed 000, 002, 003, 004, beyond the papers), empirical claims first and
+theory claims after them; one row per claim: the claim, where the paper makes it, the paper's
+number, ours, the verdict with the rule that produced it, the figure, the command. Every figure
+drawn is shown once at the end with its title, and each row links to it.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import html
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from . import verdicts as V
+from .claims import GROUP_SHORT, GROUPS, Row
+
+__all__ = ["render_html", "render_markdown", "VERDICT_CLASS"]
+
+VERDICT_CLASS = {
+    V.REPRODUCED: "ok",
+    V.VERIFIED: "ok",
+    V.NOT_REPRODUCED: "warn",
+    V.CONTRADICTED: "bad",
+    V.REFUTED: "bad",
+    V.CORRECTED: "fix",
+    V.NOT_CHECKABLE: "none",
+    V.NEEDS_GPU: "none",
+    V.NO_RESULT: "none",
+}
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto;
+       max-width: 1500px; padding: 1.5em 2em; color: #1a1a1a; line-height: 1.4; font-size: 15px; }
+h1 { font-size: 1.7em; margin-bottom: .2em; } h2 { margin-top: 2em; border-bottom: 2px solid #ccc; }
+h3 { margin: 1.2em 0 .4em; font-size: 1.05em; color: #444; }
+table { border-collapse: collapse; width: 100%; margin: .5em 0 1em; }
+th, td { border: 1px solid #d4d4d4; padding: .35em .5em; vertical-align: top; text-align: left;
+         overflow-wrap: break-word; }
+table.claims { table-layout: fixed; }
+th { background: #f1f1f1; position: sticky; top: 0; }
+td.num { color: #666; white-space: nowrap; }
+col.n { width: 2.6em; } col.claim { width: 16%; } col.where { width: 9%; }
+col.paper { width: 12%; } col.ours { width: 27%; } col.verdict { width: 13%; }
+col.fig { width: 10%; } col.cmd { width: 13%; }
+code { font-size: .85em; background: #f5f5f5; padding: 0 .2em; word-break: break-all; }
+.verdict { display: inline-block; padding: .1em .5em; border-radius: .7em; font-weight: 600;
+           white-space: normal; }
+.ok { background: #d7f0d8; color: #124d17; } .warn { background: #fbeccb; color: #6b4a00; }
+.bad { background: #f8d4d4; color: #7a1010; } .fix { background: #d6e6f8; color: #0d3c73; }
+.none { background: #e8e8e8; color: #444; }
+.rule { display: block; color: #666; font-size: .8em; margin-top: .2em; }
+img.thumb { width: 100%; max-width: 150px; border: 1px solid #ccc; }
+figure { margin: 2em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { color: #333; font-size: .95em; margin-top: .3em; }
+.counts td, .counts th { text-align: center; padding: .25em .4em; font-size: .9em; }
+.counts td:first-child { text-align: left; white-space: nowrap; }
+.meta { color: #555; font-size: .9em; }
+.missing { color: #7a1010; }
+img.broken { outline: 3px solid #c00; } a.dead { color: #c00; text-decoration: line-through; }
+"""
+
+
+#: After loading, mark broken images and in-page links that lead nowhere, and record what a
+#: reader-level check needs on ``<body data-*>`` (read by the headless-browser test).
+CHECK_JS = """
+window.addEventListener('load', () => {
+  let broken = 0, dead = 0, minFont = 1e9;
+  for (const img of document.images) {
+    if (!img.complete || img.naturalWidth === 0) { broken++; img.classList.add('broken'); }
+  }
+  for (const a of document.querySelectorAll('a[href^="#"]')) {
+    if (!document.getElementById(decodeURIComponent(a.getAttribute('href').slice(1)))) {
+      dead++; a.classList.add('dead');
+    }
+  }
+  for (const el of document.querySelectorAll('p, td, th, figcaption, h1, h2, h3')) {
+    if (el.textContent.trim()) {
+      minFont = Math.min(minFont, parseFloat(getComputedStyle(el).fontSize));
+    }
+  }
+  const b = document.body.dataset;
+  b.images = document.images.length; b.brokenImages = broken; b.deadLinks = dead;
+  b.minFontPx = minFont; b.rows = document.querySelectorAll('tr.claim-row').length;
+  b.overflowPx = document.documentElement.scrollWidth - window.innerWidth;
+  b.checked = 'yes';
+});
+"""
+
+
+COLS = (
+    "<colgroup>"
+    + "".join(
+        f"<col class='{c}'>"
+        for c in ("n", "claim", "where", "paper", "ours", "verdict", "fig", "cmd")
+    )
+    + "</colgroup>"
+)
+
+
+def _esc(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _img_src(path: Path, base: Path, embed: bool) -> str:
+    if embed:
+        return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode()
+    return Path(path).relative_to(base).as_posix()
+
+
+def _counts(rows: Sequence[Row]) -> dict:
+    c = collections.defaultdict(collections.Counter)
+    for r in rows:
+        c[r.claim.group][r.finding.verdict] += 1
+    return c
+
+
+def render_html(
+    rows: Sequence[Row],
+    figures: Mapping[str, Mapping],
+    out_dir: Path,
+    *,
+    embed: bool = False,
+    provenance: Mapping | None = None,
+    titles: Mapping[str, str] | None = None,
+) -> str:
+    """The page as one HTML string (images relative to ``out_dir``, or embedded)."""
+    titles = titles or {}
+    counts = _counts(rows)
+    used = [v for v in V.VERDICTS if any(counts[g][v] for g in counts)]
+    parts = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        "<title>sbtheory: what the package found</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>What the package found</h1>",
+        "<p>Every claim of the five seed papers that this package checks, with our numbers, the "
+        "verdict and the rule that produced it, the figure and the command that regenerates it. "
+        "Verdicts are computed from the committed summaries in <code>figures/summaries/</code> "
+        "(rebuild this page with <code>python -m figures report</code>; refresh the summaries "
+        "from new runs with <code>python -m figures summaries</code>). Empirical results are at "
+        "CPU scale unless a row says otherwise.</p>",
+        "<table class='counts'><tr><th>group</th>"
+        + "".join(
+            f"<th><span class='verdict {VERDICT_CLASS[v]}'>{_esc(v)}</span></th>" for v in used
+        )
+        + "<th>claims</th></tr>",
+    ]
+    for gkey in GROUPS:
+        c = counts.get(gkey, collections.Counter())
+        short = GROUP_SHORT[gkey]
+        parts.append(
+            f"<tr><td><a href='#group-{gkey}'>{_esc(short)}</a></td>"
+            + "".join(f"<td>{c[v] or ''}</td>" for v in used)
+            + f"<td>{sum(c.values())}</td></tr>"
+        )
+    parts.append(
+        "<tr><th>all</th>"
+        + "".join(f"<th>{sum(counts[g][v] for g in counts) or ''}</th>" for v in used)
+        + f"<th>{len(rows)}</th></tr></table>"
+    )
+    if provenance:
+        commits = sorted({str(p.get("summary_commit"))[:10] for p in provenance.values()})
+        parts.append(
+            f"<p class='meta'>Summaries written from results of commit(s) "
+            f"{_esc(', '.join(commits))}; each numbers file in "
+            "<code>figures/summaries/numbers/</code> records the commit, config and "
+            "seeds of the results behind it.</p>"
+        )
+    n = 0
+    for gkey, gname in GROUPS.items():
+        grows = [r for r in rows if r.claim.group == gkey]
+        parts.append(f"<h2 id='group-{gkey}'>{_esc(gname)}</h2>")
+        if not grows:
+            parts.append("<p>No claims of this group are on the page.</p>")
+        for kind, sel in (
+            ("Experiments and numerics", lambda r: not r.claim.id.startswith("theory-")),
+            ("Theory (python -m theory)", lambda r: r.claim.id.startswith("theory-")),
+        ):
+            sub = [r for r in grows if sel(r)]
+            if not sub:
+                continue
+            parts.append(
+                f"<h3>{_esc(kind)}</h3><table class='claims'>{COLS}<tr><th>#</th><th>claim</th>"
+                "<th>where in the paper</th><th>the paper</th><th>ours</th>"
+                "<th>verdict</th><th>figure</th><th>regenerate</th></tr>"
+            )
+            for r in sub:
+                n += 1
+                parts.append(_html_row(n, r, figures, out_dir, embed))
+            parts.append("</table>")
+    parts.append(
+        "<h2 id='figures'>Figures</h2><p>Drawn from the committed summaries (long "
+        "curves thinned, values rounded to 4-5 significant digits); "
+        "<code>python -m figures --only NAME --recompute</code> redraws one from a "
+        "fresh run.</p>"
+    )
+    for name, info in figures.items():
+        title = _esc(titles.get(name, name))
+        if "paths" in info:
+            for p in info["paths"]:
+                parts.append(
+                    f"<figure id='fig-{_esc(name)}'><img src='{_img_src(p, out_dir, embed)}' "
+                    f"alt='{title}'><figcaption><b>{_esc(name)}</b>: {title}</figcaption>"
+                    "</figure>"
+                )
+        else:
+            parts.append(
+                f"<p id='fig-{_esc(name)}' class='missing'><b>{_esc(name)}</b> could not "
+                f"be drawn: {_esc(info.get('error', ''))}</p>"
+            )
+    parts.append(f"<script>{CHECK_JS}</script></body></html>")
+    return "\n".join(parts)
+
+
+def _html_row(n: int, r: Row, figures, out_dir: Path, embed: bool) -> str:
+    c, f = r.claim, r.finding
+    cls = VERDICT_CLASS[f.verdict]
+    fig = "—"
+    if c.figure:
+        info = figures.get(c.figure, {})
+        if info.get("paths"):
+            src = _img_src(info["paths"][0], out_dir, embed)
+            fig = (
+                f"<a href='#fig-{_esc(c.figure)}'><img class='thumb' src='{src}' "
+                f"alt='{_esc(c.figure)}'><br>{_esc(c.figure)}</a>"
+            )
+        else:
+            fig = (
+                f"<a href='#fig-{_esc(c.figure)}'>{_esc(c.figure)}</a>"
+                if c.figure in figures
+                else _esc(c.figure)
+            )
+    rule = f"<span class='rule'>{_esc(f.rule)}</span>" if f.rule else ""
+    return (
+        f"<tr id='claim-{_esc(c.id)}' class='claim-row'><td class='num'>{n}</td>"
+        f"<td class='claim'>{_esc(c.text)}</td><td>{_esc(c.where)}</td>"
+        f"<td>{_esc(c.paper)}</td><td class='ours'>{_esc(f.ours)}</td>"
+        f"<td><span class='verdict {cls}'>{_esc(f.verdict)}</span>{rule}</td>"
+        f"<td>{fig}</td><td class='cmd'><code>{_esc(r.command)}</code></td></tr>"
+    )
+
+
+def _md(x) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(
+    rows: Sequence[Row],
+    figures: Mapping[str, Mapping],
+    out_dir: Path,
+    titles: Mapping[str, str] | None = None,
+    committed: bool = False,
+) -> str:
+    """The same content as Markdown (``REPORT.md``), images linked relative to ``out_dir``.
+
+    ``committed``: the copy kept in ``figures/summaries/FINDINGS.md`` (tables only; it says how
+    to build the page with its figures).
+    """
+    titles = titles or {}
+    counts = _counts(rows)
+    lines = [
+        "# What the package found",
+        "",
+        *(
+            [
+                "Generated by `python -m figures summaries` from the summaries in this folder; do "
+                "not edit. The page with every figure: `python -m figures report --out findings`, "
+                "then open `findings/index.html`.",
+                "",
+            ]
+            if committed
+            else []
+        ),
+        "Every checked claim of the seed papers, with our numbers, the verdict and its rule, "
+        "the figure and the command that regenerates it (`python -m figures report`; "
+        "summaries: `python -m figures summaries`).",
+        "",
+    ]
+    lines += [
+        "| group | " + " | ".join(V.VERDICTS) + " | claims |",
+        "|---|" + "---:|" * (len(V.VERDICTS) + 1),
+    ]
+    for gkey in GROUPS:
+        c = counts.get(gkey, collections.Counter())
+        lines.append(
+            f"| {GROUP_SHORT[gkey]} | "
+            + " | ".join(str(c[v] or "") for v in V.VERDICTS)
+            + f" | {sum(c.values())} |"
+        )
+    n = 0
+    for gkey, gname in GROUPS.items():
+        grows = [r for r in rows if r.claim.group == gkey]
+        if not grows:
+            continue
+        lines += [
+            "",
+            f"## {gname}",
+            "",
+            "| # | claim | where | the paper | ours | verdict | figure | regenerate |",
+            "|---:|---|---|---|---|---|---|---|",
+        ]
+        for r in grows:
+            n += 1
+            c, f = r.claim, r.finding
+            fig = "—"
+            if c.figure and figures.get(c.figure, {}).get("paths"):
+                rel = Path(figures[c.figure]["paths"][0]).relative_to(out_dir).as_posix()
+                fig = f"[{c.figure}]({rel})"
+            elif c.figure:
+                fig = c.figure
+            lines.append(
+                f"| {n} | {_md(c.text)} | {_md(c.where)} | {_md(c.paper)} | "
+                f"{_md(f.ours)} | **{f.verdict}**{f' ({_md(f.rule)})' if f.rule else ''} | {fig} | "
+                f"`{_md(r.command)}` |"
+            )
+    if figures:
+        lines += ["", "## Figures", ""]
+    for name, info in figures.items():
+        for p in info.get("paths", []):
+            rel = Path(p).relative_to(out_dir).as_posix()
+            lines += [f"### {name}: {titles.get(name, '')}", "", f"![{name}]({rel})", ""]
+        if "error" in info:
+            lines += [f"### {name}", "", f"could not be drawn: {info['error']}", ""]
+    return "\n".join(lines) + "\n"

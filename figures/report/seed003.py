@@ -1,0 +1,310 @@
+"""Claims of seed 003 (Functional-SAM and the SAM family)."""
+
+from __future__ import annotations
+
+from . import verdicts as V
+from .claims import claim, g, sg
+
+NAMES = {"adamw": "AdamW", "sam": "SAM", "psam": "PSAM", "fsam": "FSAM", "pfsam": "PFSAM"}
+
+
+def _scale(t) -> str:
+    s = t["study"]
+    return (
+        f"{s['n_layer']}-layer width-{s['d_model']} decoder on the HMM corpus, {s['steps']} "
+        f"steps, {len(t['seeds'])} seeds"
+    )
+
+
+def _d(t, key):
+    return t["delta_vs_adamw"][key]
+
+
+@claim(
+    "fsam-table1",
+    "003",
+    "The SAM variants beat AdamW at equal steps; PFSAM best",
+    "Table 1 (2M model, C4, 10K steps)",
+    "AdamW 3.90, SAM 3.91, PSAM 3.89, FSAM 3.88, PFSAM 3.86 (seed std in the 4th decimal)",
+    "sam_family_table1",
+    ("sam_family_table1",),
+)
+def _table1(n):
+    t = n["sam_family_table1"]
+    ms = [m for m in ("psam", "fsam", "pfsam") if m in t["delta_vs_adamw"]]
+    better = all(x < 0 for m in ms for x in _d(t, m)["per_seed"])
+    ours = "; ".join(
+        f"{NAMES[m]} − AdamW {sg(_d(t, m)['mean'], 2)} ± {g(_d(t, m)['sd'], 1)}"
+        for m in ("sam", *ms)
+    )
+    base = t["final_val_loss"]["adamw"]
+    return (
+        (V.REPRODUCED if better else V.NOT_REPRODUCED),
+        (
+            f"paired final validation loss (nats): {ours}; AdamW {g(base['mean'], 5)} (Bayes "
+            f"{g(t['bayes_loss'], 5)}); {_scale(t)}"
+        ),
+        (
+            "rule: reproduced when PSAM, FSAM and PFSAM are below AdamW in every seed; a gap the "
+            "other way at our scale is 'not reproduced', not a contradiction of the 2M-model result"
+        ),
+    )
+
+
+@claim(
+    "fsam-vs-sam",
+    "003",
+    "Removing the logit path helps: FSAM < SAM and PFSAM < PSAM",
+    "Table 1, Sec. 4",
+    "FSAM 3.88 < SAM 3.91; PFSAM 3.86 < PSAM 3.89",
+    "sam_family_table1",
+    ("sam_family_table1",),
+)
+def _fsam_vs_sam(n):
+    t = n["sam_family_table1"]
+    pairs = [k for k in ("fsam-sam", "pfsam-psam") if k in t["delta_vs_adamw"]]
+    flags = [x < 0 for k in pairs for x in _d(t, k)["per_seed"]]
+    verdict, rule = V.all_rule(flags)
+    ours = "; ".join(
+        f"{k.replace('-', ' − ').upper()} per seed "
+        f"{', '.join(sg(x, 2) for x in _d(t, k)['per_seed'])}"
+        for k in pairs
+    )
+    return verdict, ours, rule + " (every seed, both pairs)"
+
+
+@claim(
+    "sam-worse",
+    "003",
+    "Plain SAM is no better than AdamW for LM pre-training",
+    "Fig. 1, Tables 1-3",
+    "SAM 3.91 vs AdamW 3.90",
+    "sam_family_table1",
+    ("sam_family_table1",),
+)
+def _sam_worse(n):
+    d = _d(n["sam_family_table1"], "sam")
+    flags = [x >= 0 for x in d["per_seed"]]
+    verdict, rule = V.all_rule(flags)
+    return verdict, f"SAM − AdamW per seed {', '.join(sg(x, 2) for x in d['per_seed'])}", rule
+
+
+@claim(
+    "fsam-rho",
+    "003",
+    "Functional-SAM beats AdamW over a range of ρ where SAM does not",
+    "Fig. 3 (23.9M model)",
+    "PFSAM below the AdamW baseline, SAM above it, at every ρ",
+    "sam_family_rho",
+    ("sam_family_rho",),
+)
+def _rho(n):
+    r = n["sam_family_rho"]
+    k = r["below_adamw"].get("pfsam", 0)
+    verdict = V.REPRODUCED if k >= 1 and r["below_adamw"].get("sam", 0) == 0 else V.NOT_REPRODUCED
+    rows = "; ".join(
+        f"{NAMES.get(m, m)} " + ", ".join(g(x, 5) for x in v)
+        for m, v in r["final_val_loss"].items()
+    )
+    return (
+        verdict,
+        (
+            f"final validation loss at ρ = {', '.join(g(x) for x in r['rho'])}: {rows}; "
+            f"AdamW {g(r['adamw'], 5)} (seed {r['seed']})"
+        ),
+        "rule: reproduced when PFSAM is below AdamW at >= 1 radius and SAM at none",
+    )
+
+
+@claim(
+    "sam-rho-monotone",
+    "003",
+    "SAM is best at the smallest ρ and degrades as ρ grows",
+    "Fig. 3",
+    "SAM best at ρ = 0.1 (its smallest), worse at larger ρ",
+    "sam_family_rho",
+    ("sam_family_rho",),
+)
+def _rho_sam(n):
+    v = n["sam_family_rho"]["final_val_loss"]["sam"]
+    flags = [a < b for a, b in zip(v, v[1:], strict=False)]
+    verdict, rule = V.all_rule(flags)
+    return (
+        verdict,
+        f"SAM: {', '.join(g(x, 5) for x in v)} over increasing ρ",
+        rule + " (loss increasing with ρ)",
+    )
+
+
+@claim(
+    "fsam-flatter",
+    "003",
+    "Every sharpness-aware method ends flatter than AdamW (λ_max, tr H_L)",
+    "Tables 4 and 6",
+    "λ_max ×0.26-0.58 and tr(H_L) ×0.55-0.68 of AdamW's (23.9M)",
+    "sam_family_sharpness",
+    ("sam_family_sharpness",),
+)
+def _flatter(n):
+    m = n["sam_family_sharpness"]["metrics"]
+    opts = [o for o in m["lambda_max"] if o != "adamw"]
+    flags = [m[k][o]["ratio_to_adamw"] < 1 for k in ("lambda_max", "tr_H_L") for o in opts]
+    verdict, rule = V.all_rule(flags)
+    ours = "; ".join(
+        f"{NAMES.get(o, o)} λ_max ×{g(m['lambda_max'][o]['ratio_to_adamw'], 2)}, "
+        f"tr H_L ×{g(m['tr_H_L'][o]['ratio_to_adamw'], 2)}"
+        for o in opts
+    )
+    return verdict, ours + f" (mean of {len(n['sam_family_sharpness']['seeds'])} seeds)", rule
+
+
+@claim(
+    "sam-lowest-lambda",
+    "003",
+    "SAM reaches the lowest λ_max of the family",
+    "Table 4",
+    "SAM λ_max 2.71 vs PSAM 5.62, PFSAM 6.20",
+    "sam_family_sharpness",
+    ("sam_family_sharpness",),
+)
+def _lowest(n):
+    m = n["sam_family_sharpness"]["metrics"]["lambda_max"]
+    best = min((v["mean"], o) for o, v in m.items())[1]
+    ok = best == "sam"
+    return (
+        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
+        ("λ_max: " + ", ".join(f"{NAMES.get(o, o)} {g(v['mean'], 3)}" for o, v in m.items())),
+        "rule: reproduced when SAM's mean λ_max is the lowest",
+    )
+
+
+def _tau(n, m="adamw"):
+    return n["sam_family_tau"]["methods"][m]
+
+
+@claim(
+    "tau-logit",
+    "003",
+    "Along LM training the logit path carries the sharpness gradient: τ_logit ≈ 1 ≫ τ_func",
+    "Fig. 2 (C4 panels), eq. (9)",
+    "τ_logit ≈ 1 after the first few steps",
+    "sam_family_tau",
+    ("sam_family_tau",),
+)
+def _tau_logit(n):
+    t = _tau(n)
+    lo, f = t["tau_logit"], t["tau_func"]
+    ok = 0.8 <= lo["median"] <= 1.25 and lo["median"] > 3 * abs(f["median"])
+    return (
+        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
+        (
+            f"AdamW, steps > {n['sam_family_tau']['cut_step']}: τ_logit q25/median/q75 "
+            f"{g(lo['q25'])}/{g(lo['median'])}/{g(lo['q75'])}, τ_func median {g(f['median'])} "
+            f"({t['n_seeds']} seeds)"
+        ),
+        "rule: reproduced when the median τ_logit is within 0.8-1.25 and > 3× τ_func",
+    )
+
+
+@claim(
+    "tau-cross",
+    "003",
+    "The two paths are antagonistic: τ_cross < 0 for most of training",
+    "Fig. 4",
+    "τ_cross mostly negative",
+    "sam_family_tau",
+    ("sam_family_tau",),
+)
+def _tau_cross(n):
+    t = _tau(n)["tau_cross"]
+    ok = t["q75"] < 0
+    return (
+        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
+        f"AdamW: τ_cross q25/median/q75 {g(t['q25'])}/{g(t['median'])}/{g(t['q75'])}",
+        "rule: reproduced when the upper quartile is below 0",
+    )
+
+
+@claim(
+    "tau-init",
+    "beyond",
+    "At initialization the functional path dominates instead (τ_func ≈ 1, τ_logit ≈ 0)",
+    "Fig. 2 shows the trained regime only",
+    "—",
+    "sam_family_tau",
+    ("sam_family_tau",),
+)
+def _tau_init(n):
+    t = _tau(n)
+    ok = t["tau_func"]["init"] > 0.8 and t["tau_logit"]["init"] < 0.2
+    return (
+        (V.VERIFIED if ok else V.REFUTED),
+        (
+            f"step 0: τ_logit {g(t['tau_logit']['init'])}, τ_func {g(t['tau_func']['init'])}, "
+            f"τ_cross {g(t['tau_cross']['init'])}"
+        ),
+        "rule: verified when τ_func > 0.8 and τ_logit < 0.2 at step 0",
+    )
+
+
+@claim(
+    "tau-smollm2-lora",
+    "beyond",
+    "On a real pretrained LM the logit path dominates for the "
+    "base weights but not for the LoRA adapters",
+    "eq. (9) on SmolLM2-135M-Instruct (LoRA)",
+    "τ_logit ≈ 1 (C4 panels of Fig. 2)",
+    "sam_family_tau_smollm2",
+    ("sam_family_tau_smollm2",),
+)
+def _smollm2(n):
+    ps = n["sam_family_tau_smollm2"]["param_sets"]
+    lora = next((v for k, v in ps.items() if "lora" in k.lower()), None)
+    base = next((v for k, v in ps.items() if "lora" not in k.lower()), None)
+    ok = (
+        lora is not None
+        and base is not None
+        and max(lora["tau_logit"]) < 0.9
+        and min(base["tau_logit"]) > 0.9
+    )
+    return (
+        (V.VERIFIED if ok else V.REFUTED),
+        (
+            "; ".join(
+                f"{k}: τ_logit {', '.join(g(x) for x in v['tau_logit'])}" for k, v in ps.items()
+            )
+            + " at steps "
+            + ", ".join(map(str, n["sam_family_tau_smollm2"]["steps"]))
+        ),
+        "rule: verified when τ_logit < 0.9 for the adapters and > 0.9 for the base weights",
+    )
+
+
+@claim(
+    "fsam-cost-gpu",
+    "003",
+    "Functional-SAM costs about what SAM costs: two forward and two backward passes",
+    "Sec. 4.1; main paper Fig. 2",
+    "SAM-type steps ~2× AdamW's time (f-SAM on Phi-2: ~6× time, ~2× memory)",
+    None,
+    ("gpu_throughput",),
+    "python -m llm_validation campaign --stage throughput",
+    gpu=True,
+)
+def _cost(n):
+    s = n["gpu_throughput"]
+    tables = s.get("figures", {}).get("optimizers", {})
+    first = next(iter(tables.values()), {}) if isinstance(tables, dict) else {}
+    rows = {r["optimizer"]: r for r in first.get("rows", [])}
+    if "fsam" not in rows or "sam" not in rows:
+        return V.NO_RESULT, "stage 'throughput' recorded no SAM/FSAM step times", ""
+    f, m = rows["fsam"]["time_ratio"], rows["sam"]["time_ratio"]
+    ok = abs(f / m - 1) < 0.15
+    return (
+        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
+        (
+            f"time × AdamW: FSAM {g(f)}, SAM {g(m)}; memory × AdamW: FSAM "
+            f"{g(rows['fsam'].get('memory_ratio'))} on {s.get('device')}"
+        ),
+        "rule: reproduced when FSAM's step time is within 15 % of SAM's",
+    )
