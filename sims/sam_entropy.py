@@ -797,14 +797,17 @@ def _as_flags(message: str) -> str:
 #: per feature (spectrum, config, arrays), per learning time (dataset, JSON summary and text),
 #: and seconds per closed-form time and per cross-checked time (quadrature + ODE).
 _BYTES_FIXED, _BYTES_PER_FEATURE, _BYTES_PER_TIME = 60e6, 200.0, 1000.0
-_SECONDS_CLOSED, _SECONDS_CROSS_CHECK = 3e-4, 0.06
+#: Seconds per closed-form learning time and per cross-checked one (quadrature + ODE), measured
+#: on 2 loaded cores at --dim 60000 (6.5e-6 s and 0.012 s CPU), with 1.5-2x slack.
+_SECONDS_CLOSED, _SECONDS_CROSS_CHECK = 1e-5, 0.02
 
 
 def estimate(args: argparse.Namespace) -> Estimate:
     """Memory and time of the run ``args`` asks for, from the sizes alone (nothing allocated).
 
     ``learning times = features × (radii + 1)`` (× 2 for the full dynamics, which also solves
-    the truncated one); a sweep runs 4 models × 12 spreads × (radii + 1) of them.
+    the truncated one); a sweep runs 4 models × 12 spreads × (radii + 1) of them. The
+    cross-checks recompute at most :data:`CROSS_CHECK_FEATURES` features per radius.
     """
     dim = len(args.eigenvalues) if args.eigenvalues is not None else args.dim
     dim = max(int(dim), 0)
@@ -816,7 +819,7 @@ def estimate(args: argparse.Namespace) -> Estimate:
         cross = 0.0
     else:
         times = dim * (n_rho + 1) * (2 if args.dynamics == "full" else 1)
-        cross = 0.0 if args.no_cross_check else dim * (n_rho + 1)
+        cross = 0.0 if args.no_cross_check else min(dim, CROSS_CHECK_FEATURES) * (n_rho + 1)
     what = f"--dim {dim}" if args.eigenvalues is None else f"{dim} eigenvalues"
     return Estimate(
         memory=_BYTES_FIXED + dim * _BYTES_PER_FEATURE + (times + cross) * _BYTES_PER_TIME,

@@ -267,9 +267,8 @@ def confirm_numbers(ds) -> dict:
 
 #: The 5-epoch horizon check of the confirmation (same corpus and pre-trained models).
 CONFIRM_EP5 = (
-    'python -c "import dataclasses as d; from llm_validation.confirm import SCALES, '
-    "run_confirmation as r; c = SCALES['cpu']; r(d.replace(c, finetune=d.replace(c.finetune, "
-    "epochs=5.0), variants=('ft', 'ft_up', 'random', 'easy')), 'results/llm/confirm_cpu_ep5')\""
+    "python -m llm_validation confirm --scale cpu --epochs 5 --variants ft,ft_up,random,easy "
+    "--reuse results/llm/confirm_cpu --out results/llm/confirm_cpu_ep5"
 )
 
 
