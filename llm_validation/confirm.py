@@ -747,7 +747,7 @@ def run_confirmation(
 
 
 def check_reuse_folder(reuse_from, out: Path, arg: str = "reuse_from") -> Path:
-    """``reuse_from`` resolved, if it is another run's folder with finished jobs; else ValueError."""
+    """``reuse_from`` resolved if it is another run's folder with finished jobs, else ValueError."""
     reuse = Path(reuse_from).resolve()
     if reuse == Path(out).resolve() or not (reuse / "jobs").is_dir():
         raise ValueError(
