@@ -319,13 +319,19 @@ NOTES = {
     "sam-mechanism": V.VERIFIED, "thm44-cap": V.VERIFIED, "thm44-edge": V.VERIFIED,
     "thm44-exact-sam": V.VERIFIED, "up-recipe-condition": V.VERIFIED,
     "up-condition-rule": V.VERIFIED,
-    # the confirmation (issue 14, 3 seeds, CPU scale)
+    # the confirmation, rerun on the decontaminated corpus with programs executed (issue 20's
+    # note; 3 seeds, CPU scale). Two verdicts of issue 14's note flipped there: the worst-source
+    # advantage of hard upsampling over FT/random/easy (FT+UP - FT -0.022 [-0.050, +0.006]) is
+    # inside the seed noise at 3 epochs, so it is neither hard-specific nor transient; at 5
+    # epochs FT+UP - FT is -0.050 [-0.078, -0.021] and random helps as much.
     "confirm-up-loss": V.REPRODUCED, "confirm-up-acc": V.NOT_REPRODUCED,
     "confirm-random": V.CONTRADICTED, "confirm-easy": V.CONTRADICTED,
     "confirm-hard-vs-matched": V.NOT_REPRODUCED, "confirm-traj-vs-ckpt": V.NOT_REPRODUCED,
     "confirm-muon": V.REPRODUCED, "confirm-entropy": V.REPRODUCED,
-    "confirm-worst-source": V.VERIFIED, "confirm-mean-is-compute": V.VERIFIED,
-    "confirm-late-not-noisy": V.VERIFIED, "confirm-transient": V.VERIFIED,
+    "confirm-worst-source": V.REFUTED, "confirm-mean-is-compute": V.VERIFIED,
+    "confirm-late-not-noisy": V.VERIFIED, "confirm-transient": V.REFUTED,
+    "confirm-proxy": V.REPRODUCED, "confirm-checkpoints": V.REPRODUCED,
+    "confirm-fsam": V.REPRODUCED,
     # seed 002 (issue 12)
     "sosd-two-phase": V.REPRODUCED, "sosd-onset-vs-knee": V.NOT_REPRODUCED,
     "sosd-step-decay": V.REPRODUCED, "sosd-wsd": V.REPRODUCED, "sosd-decay-loss": V.REPRODUCED,
@@ -348,9 +354,6 @@ NOTES = {
     "markov-coupling-log2": V.VERIFIED, "markov-sam-uniform": V.VERIFIED,
     "markov-upsampling": V.REFUTED, "markov-hard-is-noisy": V.VERIFIED,
 }  # fmt: skip
-#: Summaries the lead commits from the other helpers' runs (the confirmation on the changed
-#: corpus); their rows are checked once committed.
-LEAD_COMMITS = {"llm_confirm", "llm_confirm_ep5"}
 
 
 def test_committed_verdicts_match_the_closing_notes():
@@ -359,9 +362,12 @@ def test_committed_verdicts_match_the_closing_notes():
     wrong = {}
     for cid, verdict in NOTES.items():
         needs = set(rows[cid].claim.needs)
-        if needs & LEAD_COMMITS and not needs <= set(COMMITTED):
+        if not needs <= set(COMMITTED):
+            # a run too long for the session that committed the summaries: the row must say
+            # so, with the command that makes it, instead of a verdict
+            f = rows[cid].finding
+            assert f.verdict == V.NO_RESULT and "python -m" in f.ours, (cid, f)
             continue
-        assert needs <= set(COMMITTED), f"{cid}: no committed summary {needs - set(COMMITTED)}"
         if rows[cid].finding.verdict != verdict:
             wrong[cid] = (rows[cid].finding.verdict, verdict, rows[cid].finding.ours)
     assert not wrong
