@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("report", "summaries"):
-        from .report.cli import main as subcommand
+        from .report.cli import run_subcommand as subcommand
 
         return subcommand(argv[0], argv[1:])
     return run_cli(_main, argv, prog="python -m figures")

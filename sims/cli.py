@@ -372,7 +372,9 @@ def _install_sigint_handler(prog: str):
 
     A press that lands in a garbage-collection callback or a ``__del__`` is delivered again 50 ms
     later; a second press ends the process at once with the same line and status 130 (for a
-    cleanup that hangs).
+    cleanup that hangs). SIGTERM (``kill PID``, a scheduler's stop) takes the same path and ends
+    with status 143: a sweep's workers are terminated with it instead of computing on orphaned.
+    Returns the previous SIGINT and SIGTERM handlers (``None`` where nothing was installed).
     """
     import _thread
     import signal
@@ -381,8 +383,6 @@ def _install_sigint_handler(prog: str):
     if threading.current_thread() is not threading.main_thread():
         return None
     previous = signal.getsignal(signal.SIGINT)
-    if previous is signal.SIG_IGN:  # started in the background: keep it ignored
-        return None
     pressed = []
 
     def handler(signum, frame):
@@ -396,8 +396,22 @@ def _install_sigint_handler(prog: str):
         pressed.append(True)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, handler)
-    return previous
+    if previous is not signal.SIG_IGN:  # started in the background (`cmd &`): keep it ignored
+        signal.signal(signal.SIGINT, handler)
+    previous_term = signal.getsignal(signal.SIGTERM)
+    if previous_term is signal.SIG_DFL:  # `kill PID`: the same cleanup as Ctrl-C (a sweep's
+        # workers are terminated, not left computing), then status 143 (128 + SIGTERM)
+
+        def on_term(signum, frame):
+            _TERMINATED.append(True)
+            handler(signal.SIGINT, frame)
+
+        signal.signal(signal.SIGTERM, on_term)
+    return previous, previous_term
+
+
+#: Set once SIGTERM arrived (the interrupt then ends with status 143 instead of 130).
+_TERMINATED: list = []
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str) -> int:
@@ -420,6 +434,7 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
 
     owner = argv is None  # the process's own command line: this call owns the process
     previous = _install_sigint_handler(prog) if owner else None
+    _TERMINATED.clear()
     try:
         return main(argv)
     except (UsageError, MissingExtraError) as exc:
@@ -444,10 +459,13 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
                     stream.flush()
                 except Exception:  # noqa: BLE001 - a closed pipe must not block the exit
                     pass
-            os._exit(130)
+            os._exit(143 if _TERMINATED else 130)
         fail(message, prog=prog, status=130)
     finally:
         if previous is not None:
             import signal
 
-            signal.signal(signal.SIGINT, previous)
+            if previous[0] is not signal.SIG_IGN:
+                signal.signal(signal.SIGINT, previous[0])
+            if previous[1] is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from sims.cli import ArgumentParser, run_cli
+from sims.cli import ArgumentParser, display_path, run_cli
 
-__all__ = ["SUBCOMMANDS", "main"]
+__all__ = ["SUBCOMMANDS", "run_subcommand"]
 
 DEFAULT_REPORT = Path(__file__).resolve().parents[1] / "out" / "report"
 
@@ -23,7 +23,7 @@ def _report(argv: Sequence[str] | None) -> int:
         "--out",
         type=Path,
         default=DEFAULT_REPORT,
-        help=f"output folder (default: {DEFAULT_REPORT})",
+        help=f"output folder (default: {display_path(DEFAULT_REPORT)})",
     )
     parser.add_argument(
         "--self-contained",
@@ -79,10 +79,13 @@ def _summaries(argv: Sequence[str] | None) -> int:
         "--results",
         type=Path,
         default=DEFAULT_RESULTS,
-        help=f"results folder (default: {DEFAULT_RESULTS})",
+        help=f"results folder (default: {display_path(DEFAULT_RESULTS)})",
     )
     parser.add_argument(
-        "--out", type=Path, default=SUMMARY_DIR, help=f"summaries folder (default: {SUMMARY_DIR})"
+        "--out",
+        type=Path,
+        default=SUMMARY_DIR,
+        help=f"summaries folder (default: {display_path(SUMMARY_DIR)})",
     )
     parser.add_argument(
         "--only",
@@ -109,9 +112,12 @@ def _summaries(argv: Sequence[str] | None) -> int:
 
     status = write_summaries(args.results, root=args.out, only=args.only)
     n = sum(v == "written" for v in status.values())
+    from sims.io import atomic_path
+
     from . import findings_markdown
 
-    (args.out / "FINDINGS.md").write_text(findings_markdown(args.out), encoding="utf-8")
+    with atomic_path(args.out / "FINDINGS.md") as tmp:
+        tmp.write_text(findings_markdown(args.out), encoding="utf-8")
     print(f"{n} of {len(status)} summaries written to {args.out}, with FINDINGS.md")
     return 0
 
@@ -119,6 +125,6 @@ def _summaries(argv: Sequence[str] | None) -> int:
 SUBCOMMANDS = {"report": _report, "summaries": _summaries}
 
 
-def main(command: str, argv: Sequence[str] | None = None) -> int:
+def run_subcommand(command: str, argv: Sequence[str] | None = None) -> int:
     """Run a subcommand with the project's exit contract (bad input: 2; Ctrl-C: 130)."""
     return run_cli(SUBCOMMANDS[command], argv, prog=f"python -m figures {command}")

@@ -148,3 +148,54 @@ sys.exit(run_cli(main, prog="sweep"))
     assert "Traceback" not in err and err.strip().count("\n") == 0, err
     assert "interrupted: 2 of 4 jobs finished and saved in" in err and "rerun" in err
     assert len(list(parts.glob("job-*.nc"))) == 2
+
+
+def test_sigterm_to_the_parent_stops_the_workers_too(tmp_path):
+    """`kill PID` of a sweep's CLI (the parent only) must not leave its pool workers computing
+    on as orphans (they kept writing into the run folder): status 143, one line, nothing left."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = f"""
+import sys
+from sims.cli import run_cli
+from sims.parallel import JobStore, pmap
+from tests.sims.parallel_jobs import sleepy_square
+def main(argv):
+    pmap(sleepy_square, [0.0, 0.01, 60.0, 60.0], workers=2,
+         store=JobStore({str(tmp_path / "parts")!r}))
+    return 0
+sys.exit(run_cli(main, prog="sweep"))
+"""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": repo}
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=repo,
+                            start_new_session=True)  # fmt: skip
+    parts = tmp_path / "parts"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(parts.glob("job-*.nc"))) < 2:
+        time.sleep(0.2)
+    time.sleep(1.0)  # both 60 s jobs are running now
+    os.kill(proc.pid, signal.SIGTERM)  # the parent only, as `kill PID` does
+    try:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143, err
+        assert "Traceback" not in err and err.strip().count("\n") == 0, err
+        assert "2 of 4 jobs finished and saved in" in err
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)  # any process of the sweep's session still alive?
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("a worker outlived its parent's SIGTERM")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # leave nothing behind, pass or fail
