@@ -43,9 +43,9 @@ table.claims { table-layout: fixed; }
 th { background: #f1f1f1; position: sticky; top: 0; }
 td.num { color: #666; white-space: nowrap; }
 col.n { width: 2.6em; } col.claim { width: 16%; } col.where { width: 9%; }
-col.paper { width: 12%; } col.ours { width: 27%; } col.verdict { width: 13%; }
-col.fig { width: 10%; } col.cmd { width: 13%; }
-code { font-size: .85em; background: #f5f5f5; padding: 0 .2em; word-break: break-all; }
+col.paper { width: 12%; } col.ours { width: 25%; } col.verdict { width: 12%; }
+col.fig { width: 10%; } col.cmd { width: 16%; }
+code { font-size: .85em; background: #f5f5f5; padding: 0 .2em; overflow-wrap: anywhere; }
 .verdict { display: inline-block; padding: .1em .5em; border-radius: .7em; font-weight: 600;
            white-space: normal; }
 .ok { background: #d7f0d8; color: #124d17; } .warn { background: #fbeccb; color: #6b4a00; }
