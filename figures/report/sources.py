@@ -441,7 +441,11 @@ def _markov_beyond(results_dir: Path) -> dict:
                   for k, v in gains.items()},
         "stage3_shift": {str(k): _f(shift.sel(run=k)) for k in ds.run.values},
         "final_excess": {str(k): _f(ds.mm_final_excess.sel(run=k).mean()) for k in ds.run.values},
-        "bayes_loss_mean": _f(np.mean(ds.attrs.get("mm_bayes_loss_mean", np.nan))),
+        # a per-seed variable (an attribute in results written before sims.markov.beyond's
+        # per-seed store)
+        "bayes_loss_mean": _f(np.mean(ds["mm_bayes_loss_mean"].values
+                                      if "mm_bayes_loss_mean" in ds
+                                      else ds.attrs.get("mm_bayes_loss_mean", np.nan))),
         "hard_bayes_loss": {f"{t}_k{int(k)}": _f(ds.mm_hard_cluster_bayes_loss.sel(
             target=t, k=k).mean()) for t in ds.target.values for k in ds.k.values},
         "hard_fraction": {f"{t}_k{int(k)}": [_f(x) for x in (ds.mm_n_selected.sel(
