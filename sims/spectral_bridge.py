@@ -64,6 +64,17 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 
+
+def _nanmean(x, axis=None):
+    """``np.nanmean`` without its warning for an all-NaN slice (NaN there is the answer: a record
+    where no matrix has a defined ΔΣ, e.g. the first one).
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
+        return np.nanmean(x, axis=axis)
+
 @dataclasses.dataclass
 class _Run:
     model: Any
@@ -541,7 +552,7 @@ def markov_study(exp, *, every: int = 10, sam_rho: float = 0.05, factor: int = 1
     for i, (name, sp) in enumerate(zip(names, spectra, strict=True)):
         a = sp.delta_sigma.sel(matrix=a_names).values[:n_rec]  # (record, head)
         with np.errstate(divide="ignore", invalid="ignore"):
-            g = 10 ** np.nanmean(np.log10(a), axis=1)
+            g = 10 ** _nanmean(np.log10(a), axis=1)
         dsig[i] = g
         with contextlib.suppress(ValueError):
             onset[i] = detect_onset(steps[:n_rec], g, window=max(3, n_rec // 50)).step
@@ -781,7 +792,7 @@ def lm_sosd_summary(run, spectra, *, decay_start: float | None = None) -> dict[s
     groups = spectra.group.values
     with np.errstate(divide="ignore", invalid="ignore"):
         logd = np.log10(ds)
-    allg = 10 ** np.nanmean(logd, axis=1)
+    allg = 10 ** _nanmean(logd, axis=1)
     out: dict[str, Any] = {"steps": T, "interval": int(spectra.attrs["every"])}
     with contextlib.suppress(ValueError):
         res = detect_onset(steps, allg, end=end, window=max(3, int(np.sum(steps < end)) // 20))
@@ -797,7 +808,7 @@ def lm_sosd_summary(run, spectra, *, decay_start: float | None = None) -> dict[s
     pre = (steps >= 0.8 * end) & (steps < end) if decay_start is not None else steps >= 0.8 * T
     for g in ("attn", "mlp"):
         sel = groups == g
-        gm = 10 ** np.nanmean(logd[:, sel], axis=1)
+        gm = 10 ** _nanmean(logd[:, sel], axis=1)
         out[f"delta_sigma_{g}"] = {
             "peak": float(np.nanmax(gm)), "peak_step": float(steps[int(np.nanargmax(gm))]),
             "before_decay": float(10 ** np.nanmean(np.log10(gm[pre]))),
