@@ -59,21 +59,22 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------------------------------------
-# Generic capture of a torch training run
-# ---------------------------------------------------------------------------------------------
-
-
-
 def _nanmean(x, axis=None):
-    """``np.nanmean`` without its warning for an all-NaN slice (NaN there is the answer: a record
-    where no matrix has a defined ΔΣ, e.g. the first one).
+    """``np.nanmean`` without its warning for an all-NaN slice.
+
+    NaN there is the answer: a record where no matrix has a defined ΔΣ (e.g. the first one).
     """
     import warnings
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
         return np.nanmean(x, axis=axis)
+
+
+# ---------------------------------------------------------------------------------------------
+# Generic capture of a torch training run
+# ---------------------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class _Run:
