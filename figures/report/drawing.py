@@ -38,6 +38,8 @@ def _files(name: str, root: Path) -> list[str]:
             base = Path(root) / "data"
             pattern = rel if rel.endswith(".json") else rel + ".json"
             hits = [p.relative_to(base).as_posix() for p in base.glob(pattern)]
+            if rel.endswith(".json"):  # a JSON result, not an encoded NetCDF's summary
+                hits = [h for h in hits if not h.endswith(".nc.json")]
             out += sorted(h if rel.endswith(".json") else h[: -len(".json")] for h in hits)
         else:
             out.append(rel)

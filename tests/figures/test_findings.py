@@ -404,3 +404,17 @@ def test_gpu_campaign_summary_feeds_the_gpu_rows(tmp_path):
     summary["kind"] = "rehearsal"
     (tmp_path / "gpu" / "summary.json").write_text(json.dumps(summary))
     assert gpu_numbers(tmp_path) == {}
+
+
+def test_json_patterns_do_not_hydrate_encoded_netcdf_summaries():
+    """``sosd_lm/cpu/*_seed*.json`` (the runs' JSON) must not also pick up the committed
+    ``*_seed*.spectra.nc.json`` (encoded NetCDF): the figure read those as run summaries."""
+    from figures.report.drawing import summary_results
+
+    with summary_results(["sosd_lm"]) as tmp:
+        folder = tmp / "sosd_lm" / "cpu"
+        assert not list(folder.glob("*.nc.json"))
+        runs = sorted(folder.glob("*_seed*.json"))
+        assert len(runs) == len(list(folder.glob("*_seed*.spectra.nc"))) > 0
+        for p in runs:
+            assert "a4_ratio_max" in json.loads(p.read_text()), p.name
