@@ -88,15 +88,18 @@ def test_self_contained_page_embeds_its_images(tmp_path):
     assert "data:image/png;base64," in html and not (tmp_path / "one" / "img").exists()
 
 
-def test_report_cli_errors_are_one_line(capsys):
+def test_report_cli_errors_are_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         figures_main(["report", "--out", "/proc/nope"])
     assert e.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "--out" in err and len(err.splitlines()) == 1
-    with pytest.raises(SystemExit) as e:
-        figures_main(["summaries", "--only", "bogus"])
+    with pytest.raises(SystemExit) as e:  # an existing results folder (a fresh clone has none)
+        figures_main(["summaries", "--only", "bogus", "--results", str(tmp_path)])
     assert e.value.code == 2 and "bogus" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        figures_main(["summaries", "--results", str(tmp_path / "none")])
+    assert e.value.code == 2 and "is not a folder" in capsys.readouterr().err
 
 
 def test_figures_draws_a_summarised_figure_without_computing(tmp_path, capsys):
