@@ -110,9 +110,10 @@ def test_serial_ctrl_c_says_what_was_saved(tmp_path):
     assert isinstance(SweepInterrupted("x"), KeyboardInterrupt)
 
 
-def test_ctrl_c_in_a_process_pool_stops_workers_and_keeps_finished_jobs(tmp_path):
+def _sweep_cli_with_two_running_jobs(tmp_path):
+    """A CLI (``run_cli``) running a 4-job pool sweep, returned once 2 jobs are saved and the two
+    60 s jobs are running; its own session, so its whole process group can be inspected."""
     import os
-    import signal
     import subprocess
     import sys
     import time
@@ -140,6 +141,15 @@ sys.exit(run_cli(main, prog="sweep"))
     while time.monotonic() < deadline and len(list(parts.glob("job-*.nc"))) < 2:
         time.sleep(0.2)
     time.sleep(1.0)  # both 60 s jobs are running now
+    return proc, parts
+
+
+def test_ctrl_c_in_a_process_pool_stops_workers_and_keeps_finished_jobs(tmp_path):
+    import os
+    import signal
+    import time
+
+    proc, parts = _sweep_cli_with_two_running_jobs(tmp_path)
     t0 = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
     out, err = proc.communicate(timeout=60)
@@ -156,31 +166,9 @@ def test_sigterm_to_the_parent_stops_the_workers_too(tmp_path):
     import contextlib
     import os
     import signal
-    import subprocess
-    import sys
     import time
 
-    script = f"""
-import sys
-from sims.cli import run_cli
-from sims.parallel import JobStore, pmap
-from tests.sims.parallel_jobs import sleepy_square
-def main(argv):
-    pmap(sleepy_square, [0.0, 0.01, 60.0, 60.0], workers=2,
-         store=JobStore({str(tmp_path / "parts")!r}))
-    return 0
-sys.exit(run_cli(main, prog="sweep"))
-"""
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {**os.environ, "PYTHONPATH": repo}
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=repo,
-                            start_new_session=True)  # fmt: skip
-    parts = tmp_path / "parts"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(list(parts.glob("job-*.nc"))) < 2:
-        time.sleep(0.2)
-    time.sleep(1.0)  # both 60 s jobs are running now
+    proc, _ = _sweep_cli_with_two_running_jobs(tmp_path)
     os.kill(proc.pid, signal.SIGTERM)  # the parent only, as `kill PID` does
     try:
         out, err = proc.communicate(timeout=60)
