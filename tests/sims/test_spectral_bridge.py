@@ -226,6 +226,24 @@ def test_lm_summary_and_configs():
     assert s["a4_ratio_violations"] == 0 and s["a4_records_checked"] > 0
     assert s["decay_ratio"] < 1  # ΔΣ drops when the learning rate drops ×0.1
     assert s["status"] == "success" and np.isfinite(s["val_loss_final"])
+    # the per-group ΔΣ levels, recomputed here from the spectra: geometric mean over the group's
+    # matrices per record (records where none is defined skipped), then peak / end / the last
+    # 20 % before the decay
+    steps = sp.step.values
+    groups = sp.group.values
+    decay = lm_decay_start(cfg)
+    assert set(groups) == {"attn", "mlp"}
+    for g in ("attn", "mlp"):
+        d = sp.delta_sigma.values[:, groups == g]
+        rows = [np.exp(np.mean(np.log(r[np.isfinite(r) & (r > 0)]))) if np.any(r > 0) else np.nan
+                for r in d]  # fmt: skip
+        gm = np.array(rows)
+        pre = (steps >= 0.8 * decay) & (steps < decay)
+        got = s[f"delta_sigma_{g}"]
+        assert got["peak"] == pytest.approx(np.nanmax(gm), rel=1e-9)
+        assert got["end"] == pytest.approx(gm[-1], rel=1e-9)
+        assert got["before_decay"] == pytest.approx(np.exp(np.mean(np.log(gm[pre]))), rel=1e-9)
+    assert s["delta_sigma_attn"]["end"] != pytest.approx(s["delta_sigma_mlp"]["end"], rel=1e-3)
 
 
 @pytest.mark.slow
