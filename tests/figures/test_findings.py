@@ -418,3 +418,23 @@ def test_json_patterns_do_not_hydrate_encoded_netcdf_summaries():
         assert len(runs) == len(list(folder.glob("*_seed*.spectra.nc"))) > 0
         for p in runs:
             assert "a4_ratio_max" in json.loads(p.read_text()), p.name
+
+
+@pytest.mark.parametrize(
+    ("three", "five", "verdict"),
+    [
+        ((-0.05, -0.08, -0.02), (-0.01, -0.03, +0.01), V.VERIFIED),  # a benefit, gone by 5
+        ((-0.02, -0.05, +0.01), (-0.01, -0.03, +0.01), V.REFUTED),  # none at 3: nothing to lose
+        ((-0.05, -0.08, -0.02), (-0.05, -0.08, -0.02), V.REFUTED),  # still there at 5
+        ((+0.05, +0.02, +0.08), (-0.01, -0.03, +0.01), V.REFUTED),  # worse at 3
+    ],
+)
+def test_transient_rule_needs_a_benefit_at_3_epochs_and_none_at_5(three, five, verdict):
+    from figures.report.seed000 import _confirm_transient
+
+    def pairs(m, lo, hi):
+        return {"pairs": {"ft_up-ft": {"worst_loss": {"mean": m, "lo": lo, "hi": hi}}},
+                "n_seeds": 3}  # fmt: skip
+
+    n = {"llm_confirm": pairs(*three), "llm_confirm_ep5": pairs(*five)}
+    assert _confirm_transient(n)[0] == verdict
