@@ -536,7 +536,12 @@ def _main(argv: Sequence[str] | None) -> int:
             check_env()
             if getattr(args, "quiet", False):
                 _no_library_progress_bars()
-            return args._run(args)
+            status = args._run(args)
+            if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # under a launcher
+                from llm_validation.training import end_distributed
+
+                end_distributed()
+            return status
         except KeyboardInterrupt:
             raise KeyboardInterrupt(INTERRUPTED) from None
         except UsageError:

@@ -193,6 +193,19 @@ def _barrier() -> None:
         torch.distributed.barrier()
 
 
+def end_distributed() -> None:
+    """Wait for every process, then tear the process group down (no-op in a single process).
+
+    Without it, a process that leaves Python while gloo's background threads still run can die
+    of ``std::terminate`` ("terminate called without an active exception", SIGABRT) after its
+    work is done, and the launcher reports the whole run as failed.
+    """
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def accumulation_steps(batch_size: int, per_device: int, processes: int | None = None) -> int:
     """Gradient-accumulation steps so that ``per_device x steps x processes == batch_size``.
 
