@@ -328,7 +328,7 @@ def test_two_process_cpu_launch_matches_one_process(workdir, tiny_model_dir, tmp
          *common, "--run-dir", str(tmp_path / "two")],
         capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
-    assert two.returncode == 0, two.stderr[-6000:]  # the ranks' own lines come before torchrun's summary
+    assert two.returncode == 0, two.stderr[-6000:]  # the ranks' lines precede torchrun's summary
     one = subprocess.run([sys.executable, *common, "--run-dir", str(tmp_path / "one")],
                          capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     assert one.returncode == 0, one.stderr[-2000:]
