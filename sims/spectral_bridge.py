@@ -397,7 +397,7 @@ def la_study(cfg: LAStudyConfig, *, eps: float | None = None, progress: bool = F
     from .linear_attention.upsampling import checkpoint_losses, select_batched
 
     s = output_scale("anchor", cfg.n_context)
-    keys = jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.n_runs)
+    keys = np.asarray(jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.n_runs))  # host rows
     datas, moms, params, eigs, levels = [], [], [], [], []
     for r in range(cfg.n_runs):
         rs = cfg.seed * 100_003 + r

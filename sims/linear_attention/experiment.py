@@ -257,6 +257,15 @@ def _sample_run(cfg: Figure1Config, r: int, scale: float) -> tuple:
     return cov, eigh_desc(cov)[1], data, z, moments, test_mom
 
 
+def _init_runs(cfg: Figure1Config):
+    """Every run's initialization, stacked over runs (run ``r`` from the ``r``-th split key)."""
+    keys = np.asarray(jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.n_runs))  # host rows
+    return _stack([
+        init_params(keys[r], cfg.d, cfg.n_heads, rank=cfg.rank, init_scale=cfg.init_scale)
+        for r in range(cfg.n_runs)
+    ])  # fmt: skip
+
+
 def prepare_runs(cfg: Figure1Config, *, progress=None, pool=None) -> Prepared:
     """Sample every run's covariance, training set, test moments and initialization.
 
@@ -269,13 +278,9 @@ def prepare_runs(cfg: Figure1Config, *, progress=None, pool=None) -> Prepared:
     from threadpoolctl import threadpool_limits
 
     s = output_scale(cfg.scale, cfg.n_context)
-    keys = jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.n_runs)
     with threadpool_limits(1):  # skinny numpy matmuls are slower with BLAS threads
+        params = pool.submit(_init_runs, cfg) if pool else None
         runs = [pool.submit(_sample_run, cfg, r, s) for r in range(cfg.n_runs)] if pool else None
-        params = [
-            init_params(keys[r], cfg.d, cfg.n_heads, rank=cfg.rank, init_scale=cfg.init_scale)
-            for r in range(cfg.n_runs)
-        ]
         out: list = [None] * cfg.n_runs
         for r in reversed(range(cfg.n_runs)):  # the pool samples from the front, this thread
             if runs is None or runs[r].cancel():  # from the back what the pool has not started
@@ -289,13 +294,14 @@ def prepare_runs(cfg: Figure1Config, *, progress=None, pool=None) -> Prepared:
                     progress.update(1)
     covs, eigs, datas, zs, moms, test_moms = (list(x) for x in zip(*out, strict=True))
     return Prepared(
-        cfg, s, covs, datas, zs, _stack(moms), _stack(test_moms), _stack(params), np.stack(eigs),
+        cfg, s, covs, datas, zs, _stack(moms), _stack(test_moms),
+        params.result() if pool else _init_runs(cfg), np.stack(eigs),
         eigh_desc(covs[0])[0], fixed_point_components(covs[0], cfg.n_context, scale=s),
         saddle_losses(covs[0], cfg.n_context),
     )  # fmt: skip
 
 
-def _proxy_losses(prep: Prepared, gd=None) -> np.ndarray:
+def _proxy_losses(prep: Prepared, gd=None, *, pool=None) -> np.ndarray:
     """``(R, P, K)`` per-example losses of the GD proxy at its checkpoints.
 
     The proxy is GD from the same initialization on the same data, i.e. the first
@@ -321,11 +327,14 @@ def _proxy_losses(prep: Prepared, gd=None) -> np.ndarray:
     ds = gd.ds.isel(checkpoint=np.searchsorted(have, ckpts))
     pk = AttnSParams(*(jnp.asarray(ds[f"checkpoint_{n}"].values) for n in ("v", "k", "q")))
     mats = np.asarray(merged_matrix(pk))  # (R, K, d, d)
+
+    def one(r):
+        return checkpoint_losses(mats[r], prep.datas[r], scale=prep.scale,
+                                 features=prep.features[r])  # fmt: skip
+
     with threadpool_limits(1):
-        return np.stack([
-            checkpoint_losses(mats[r], prep.datas[r], scale=prep.scale, features=prep.features[r])
-            for r in range(cfg.n_runs)
-        ])  # fmt: skip
+        return np.stack(list(pool.map(one, range(cfg.n_runs)) if pool else
+                             map(one, range(cfg.n_runs))))  # fmt: skip
 
 
 def select(prep: Prepared, cfg: Figure1Config | None = None, *, losses=None, pool=None) -> dict:
@@ -418,9 +427,9 @@ def _compile(cfg: Figure1Config, name: str, share_sam: bool = False) -> float:
     t0 = time.perf_counter()
     r, d, dd = cfg.n_runs, cfg.d, cfg.d * cfg.d
     moments = Moments(np.zeros(r), np.zeros((r, dd)), np.zeros((r, dd, dd)))
-    zeros = jnp.zeros((r, cfg.n_heads, cfg.rank, d))
+    zeros = np.zeros((r, cfg.n_heads, cfg.rank, d))  # numpy: no eager JAX op to compile
     stub = Prepared(
-        cfg, 1.0, [], [], [], moments, moments, AttnSParams(jnp.zeros((r, cfg.n_heads)), zeros,
+        cfg, 1.0, [], [], [], moments, moments, AttnSParams(np.zeros((r, cfg.n_heads)), zeros,
                                                             zeros),
         np.zeros((r, d, d)), np.zeros(d), np.zeros(d), np.zeros(d + 1),
     )  # fmt: skip
@@ -436,6 +445,15 @@ def _record_every(num_steps: int, log_every: int, n_snapshots: int = 20) -> int:
     """
     n_log = -(-num_steps // log_every)
     return log_every * max(1, -(-n_log // n_snapshots))
+
+
+def _warm_xarray() -> None:
+    """Make xarray's first variable now: with dask installed it imports ``dask.array`` then.
+
+    That import (~0.6 s of Python) would otherwise happen when the first run's results are
+    packaged, on the critical path; in a pool thread it overlaps with compilation and sampling.
+    """
+    xr.Variable("x", np.zeros(1))
 
 
 def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = False) -> xr.Dataset:
@@ -476,6 +494,7 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
     programs = {_program(m, share): m for m in reversed(methods)}  # one compile per program
     with ThreadPoolExecutor(max_workers=2) as pool:
         compiling = [pool.submit(_compile, cfg, m, share) for m in programs.values()]
+        pool.submit(_warm_xarray)
         prep = timed("data_s", prepare_runs, cfg, progress=bar, pool=pool)
         later = {m: pool.submit(timed, f"train_{m}_s", _train_method, prep, m, prep.moments,
                                 share_sam=share) for m in background}  # fmt: skip
@@ -483,7 +502,7 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
                                share_sam=share)}  # fmt: skip
         bar.update(1)
         t1 = time.perf_counter()
-        sel = select(prep, losses=_proxy_losses(prep, results["gd"]), pool=pool)
+        sel = select(prep, losses=_proxy_losses(prep, results["gd"], pool=pool), pool=pool)
         timings["select_s"] = time.perf_counter() - t1
         bar.update(1)
         boost = sel["report"]["sigma_ratio"].mean(axis=1)  # (R,) mean signal boost of selection

@@ -221,12 +221,20 @@ def _loss(params, moments):
     return loss(params, moments)
 
 
+def _host(x, dtype=np.float64) -> np.ndarray:
+    """``x`` as a contiguous numpy array.
+
+    The arguments are validated and broadcast in numpy: an eager JAX operation compiles a small
+    program the first time it meets a shape (~20 ms each, a dozen in all), which would sit on
+    the critical path of a cold run; the compiled program takes numpy arrays as they are.
+    """
+    return np.asarray(x, dtype=dtype, order="C")
+
+
 def _as_batched_moments(moments: Moments, n_runs: int, name: str) -> Moments:
-    c0 = jnp.asarray(moments.c0, dtype=jnp.float64)
-    b = jnp.asarray(moments.b, dtype=jnp.float64)
-    a = jnp.asarray(moments.A, dtype=jnp.float64)
+    c0, b, a = (_host(x) for x in moments)
     if b.ndim == 1:
-        c0, b, a = (jnp.broadcast_to(x, (n_runs,) + x.shape) for x in (c0, b, a))
+        c0, b, a = (_host(np.broadcast_to(x, (n_runs,) + x.shape)) for x in (c0, b, a))
     if b.ndim != 2 or a.ndim != 3 or c0.shape != (n_runs,) or b.shape[0] != n_runs:
         raise ValueError(
             f"`{name}` must hold c0 (R,), b (R, d²), A (R, d², d²) or unbatched versions for "
@@ -237,14 +245,14 @@ def _as_batched_moments(moments: Moments, n_runs: int, name: str) -> Moments:
     return Moments(c0, b, a)
 
 
-def _per_run(x, n_runs: int, name: str):
-    arr = jnp.asarray(x, dtype=jnp.float64)
+def _per_run(x, n_runs: int, name: str) -> np.ndarray:
+    arr = _host(x)
     if arr.ndim == 0:
-        arr = jnp.broadcast_to(arr, (n_runs,))
+        arr = _host(np.broadcast_to(arr, (n_runs,)))
     if arr.shape != (n_runs,):
         raise ValueError(f"`{name}` must be a scalar or have shape ({n_runs},); got {arr.shape}.")
-    if not bool(jnp.all(jnp.isfinite(arr))) or bool(jnp.any(arr < 0)):
-        raise ValueError(f"`{name}` must be finite and >= 0; got {np.asarray(arr).tolist()}.")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"`{name}` must be finite and >= 0; got {arr.tolist()}.")
     return arr
 
 
@@ -373,9 +381,9 @@ def _train_args(params0, moments, num_steps, *, optimizer="gd", learning_rate=0.
         )
     lr = _per_run(learning_rate, n_runs, "learning_rate")
     rho_arr = _per_run(rho, n_runs, "rho")
-    e = jnp.eye(d) if eigvecs is None else jnp.asarray(eigvecs, dtype=jnp.float64)
+    e = np.eye(d) if eigvecs is None else _host(eigvecs)
     if e.ndim == 2:
-        e = jnp.broadcast_to(e, (n_runs, d, d))
+        e = _host(np.broadcast_to(e, (n_runs, d, d)))
     if e.shape != (n_runs, d, d):
         raise ValueError(f"`eigvecs` must be (d, d) or (R, d, d) with d={d}; got {e.shape}.")
 
@@ -388,7 +396,7 @@ def _train_args(params0, moments, num_steps, *, optimizer="gd", learning_rate=0.
             f"`checkpoint_steps` must be integer steps in [0, num_steps={num_steps}]; got "
             f"{steps.tolist()}."
         )
-    ckpt = jnp.asarray(steps, dtype=jnp.int64)
+    ckpt = _host(steps, np.int64)
     static = (optimizer, int(num_steps), int(record_every), int(log_every), type(params0))
     return static, (params0, moments, test_moments, e, lr, rho_arr, comp_thr, loss_thr, ckpt)
 
@@ -396,15 +404,15 @@ def _train_args(params0, moments, num_steps, *, optimizer="gd", learning_rate=0.
 def _levels(x, n_runs: int, width: int | None, name: str, fill: float):
     """Per-run first-passage levels ``(R, width)`` (``None``: one never-reached level)."""
     if x is None:
-        return jnp.full((n_runs, width or 1), fill, dtype=jnp.float64)
-    arr = jnp.asarray(x, dtype=jnp.float64)
+        return np.full((n_runs, width or 1), fill, dtype=np.float64)
+    arr = _host(x)
     if arr.ndim == 1:
-        arr = jnp.broadcast_to(arr, (n_runs, arr.shape[0]))
+        arr = _host(np.broadcast_to(arr, (n_runs, arr.shape[0])))
     if arr.ndim != 2 or arr.shape[0] != n_runs or (width is not None and arr.shape[1] != width):
         want = f"({width},) or ({n_runs}, {width})" if width else f"(L,) or ({n_runs}, L)"
         raise ValueError(f"`{name}` must have shape {want}; got {tuple(arr.shape)}.")
-    if bool(jnp.any(jnp.isnan(arr))):
-        raise ValueError(f"`{name}` must not contain NaN; got {np.asarray(arr).tolist()}.")
+    if np.any(np.isnan(arr)):
+        raise ValueError(f"`{name}` must not contain NaN; got {arr.tolist()}.")
     return arr
 
 

@@ -96,3 +96,31 @@ def test_init_std_follows_linattn_icl(model, d, heads, rank):
         got = {"v": float(np.std(p.v)), "u": float(np.std(p.u))}
     for key in want:  # ≥ 3000 draws: the sample std is within 4% of σ with overwhelming odds
         assert got[key] == pytest.approx(want[key], rel=0.04), key
+
+
+@pytest.mark.parametrize(("model", "d", "heads", "rank", "scale"), [
+    ("attn_s", 4, 5, 1, 0.01), ("attn_s", 6, 4, 3, 0.5), ("attn_s", 2, 1, 1, 1e-3),
+    ("attn_m", 3, 2, 1, 3.0), ("attn_m", 2, 1, 1, 0.7)])  # fmt: skip
+def test_init_is_the_eager_jax_expression_bit_for_bit(model, d, heads, rank, scale):
+    """The draws, split keys and scaling of linattn-icl's init, as plain eager JAX computes them.
+
+    ``init_params`` scales on the host to save compilations; the numbers must not move (Figure
+    1's reference values depend on them). H = 1 is the case where XLA's divide differs from
+    numpy's in the last bit.
+    """
+    for seed in range(8):
+        key = jax.random.fold_in(jax.random.PRNGKey(11), seed)
+        kv, kk, kq = jax.random.split(key, 3)
+        if model == "attn_s":
+            std = scale / np.sqrt(heads * rank * (d + 1))
+            want = (jax.random.normal(kv, (heads,)) * scale / np.sqrt(heads * (d + 1) ** 2),
+                    jax.random.normal(kk, (heads, rank, d)) * std,
+                    jax.random.normal(kq, (heads, rank, d)) * std)  # fmt: skip
+        else:
+            want = (jax.random.normal(kv, (heads,)) * scale,
+                    jax.random.normal(kk, (heads, d, d)) * scale)  # fmt: skip
+        got = init_params(key, d, heads, model=model, rank=rank, init_scale=scale)
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert isinstance(g, jax.Array) and g.dtype == w.dtype
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
