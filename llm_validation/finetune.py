@@ -21,6 +21,10 @@ accumulation is divided by the number of processes so the effective batch stays 
     accelerate launch --num_processes 4 -m llm_validation finetune --config run.json
     accelerate launch --num_machines 2 --machine_rank 0 --main_process_ip HOST \\
         --num_processes 16 -m llm_validation finetune --config run.json
+
+A script of your own that calls :func:`finetune` under a launcher should end with
+:func:`llm_validation.training.end_distributed` (the CLI does): a process that exits while the
+gloo process group is alive can die of SIGABRT after its work is done, failing the launch.
 """
 
 from __future__ import annotations

@@ -70,6 +70,9 @@ def _worker(model_dir, records_file, out):
         world = dist.get_world_size() if dist.is_initialized() else 1  # as training saw it
         if int(os.environ.get("RANK", "0")) == 0:
             (Path(out) / name / "steps.txt").write_text(f"{res.steps} {world}")
+    from llm_validation.training import end_distributed
+
+    end_distributed()  # as `python -m llm_validation` does: no SIGABRT from gloo at exit
 
 
 if __name__ == "__main__" and "--worker" in sys.argv:
