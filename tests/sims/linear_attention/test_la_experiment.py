@@ -139,3 +139,42 @@ def test_upsampling_study_predictions_follow_the_ansatz_on_its_own_numbers():
     # Figure 1 pipeline's GD
     fig = run_figure1(dataclasses.replace(base, methods=("gd",)))
     np.testing.assert_array_equal(lt_gd, fig.learning_time.sel(method="gd").values.squeeze())
+
+
+def test_each_run_gets_its_own_initialization_and_its_own_proxy_checkpoints():
+    """Run ``r`` starts from the ``r``-th split key, and its proxy losses are its own GD run's.
+
+    Independent check of the proxy: the mean over examples of the per-example losses (numpy,
+    from the checkpoint matrices) equals GD's recorded train loss at that step (JAX, from the
+    dataset moments), run by run; the runs are built on two threads as ``run_figure1`` does.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import jax
+
+    from sims.linear_attention.experiment import (
+        PAPER_METHODS,
+        _proxy_losses,
+        _train_method,
+        prepare_runs,
+    )
+    from sims.linear_attention.models import init_params
+
+    cfg = Figure1Config(d=2, n_heads=2, n_examples=600, num_steps=301, paper_steps=301,
+                        n_runs=3, learning_rate=0.05, init_scale=0.1, log_every=1,
+                        methods=PAPER_METHODS)  # fmt: skip
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        prep = prepare_runs(cfg, pool=pool)
+        gd = _train_method(prep, "gd", prep.moments)
+        losses = _proxy_losses(prep, gd, pool=pool)
+    keys = jax.random.split(jax.random.PRNGKey(cfg.seed), cfg.n_runs)
+    for r in range(cfg.n_runs):
+        want = init_params(keys[r], cfg.d, cfg.n_heads, rank=cfg.rank, init_scale=cfg.init_scale)
+        for got, w in zip(prep.params0, want, strict=True):
+            np.testing.assert_array_equal(np.asarray(got)[r], np.asarray(w))
+    assert not np.allclose(prep.params0.k[0], prep.params0.k[1])
+    steps = cfg.checkpoint_steps()
+    assert losses.shape == (cfg.n_runs, cfg.n_examples, steps.size)
+    train = gd.ds.train_loss.sel(step=steps).values  # (R, K)
+    np.testing.assert_allclose(losses.mean(axis=1), train, rtol=1e-10)
+    assert np.ptp(train[:, -1]) > 1e-3  # the runs differ, so a run's checkpoints are its own
