@@ -15,7 +15,11 @@ filter, no cgroups; the kernel's whole system-call surface stays reachable).
 What every run gets (any user, any machine with Linux ``setrlimit``):
 
 * a **wall-clock timeout** (``timeout_s``), after which the whole process group is killed with
-  ``SIGKILL``; the call returns only once nothing of the program is left running;
+  ``SIGKILL`` (which no program can ignore, unlike ``SIGTERM``, ``SIGINT`` or ``SIGHUP``); the
+  call returns only once nothing of the program is left running: the process group is killed
+  again until none of its processes is left (a killed process exits only when next scheduled,
+  long after the ``kill`` on a loaded machine), and with a PID namespace (below) until its init
+  is gone; the same clean-up follows a program that ends by itself or is stopped by a limit;
 * **resource limits**: CPU seconds (``cpu_s``; ``SIGXCPU``, then ``SIGKILL``), address space
   (``memory_mb``), size of any file written (``file_mb``), processes and threads
   (``max_processes``, 0 by default: no ``fork``, no thread), 64 open files, no core dump;
@@ -316,6 +320,77 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def _group_members(pgid: int) -> list[int]:
+    """Host processes of process group ``pgid`` that have not exited (zombies excluded)."""
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            found.append(int(p))
+    return found
+
+
+def _end_group(pgid: int, bound_s: float = 60.0) -> bool:
+    """SIGKILL process group ``pgid`` until none of its processes is left (True), or ``bound_s``.
+
+    A killed process exits only when it is next scheduled (on a loaded machine, long after the
+    ``kill``), so one ``killpg`` is not enough for "nothing is left": the group is swept until it
+    is empty. Its id cannot be reused meanwhile (a group's id stays taken while it has members).
+    """
+    stop = time.monotonic() + bound_s
+    while True:
+        _kill_group(pgid)
+        if not _group_members(pgid):
+            return True
+        if time.monotonic() > stop:
+            return False
+        time.sleep(0.005)
+
+
+def _drain(fd: int) -> bytes:
+    """What is left to read in pipe ``fd`` without blocking (its writers are gone or stuck)."""
+    os.set_blocking(fd, False)
+    got = bytearray()
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except (BlockingIOError, InterruptedError):
+            break
+        if not chunk:
+            break
+        got += chunk
+    return bytes(got)
+
+
+def _remove_tree(path: str) -> None:
+    """Remove ``path`` (a sandbox's working directory) whatever modes the program left in it.
+
+    Root removes a mode-0 folder anyway; any other caller needs write and search permission on
+    each folder, so a first ``rmtree`` that leaves something behind is followed by making every
+    folder (not a symbolic link: it could point at the caller's own files) ``0700`` and a second
+    ``rmtree``. Files vanishing meanwhile are not an error.
+    """
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.lexists(path) or os.path.islink(path):
+        return
+    todo = [path]
+    while todo:
+        d = todo.pop()
+        try:
+            os.chmod(d, 0o700)
+            with os.scandir(d) as it:
+                todo += [e.path for e in it if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _gone(pid: int) -> bool:
     """Whether host process ``pid`` has exited (gone, or a zombie: its children are dead too)."""
     try:
@@ -471,25 +546,28 @@ def run_program(
     finally:
         _kill_group(proc.pid)
         proc.wait()
+        # every process of the group, not only the one we started, is gone before we return
+        left = not _end_group(proc.pid)
         for f in (proc.stdout, proc.stderr):
             f.close()
+        status += _drain(r_status)  # e.g. the PID-namespace init's id, not read before a timeout
         os.close(r_status)
     notes = status.decode("utf-8", "replace").splitlines()
     child = next((int(n.split()[1]) for n in notes if n.startswith("child ")), None)
     layers = next((n[7:].split(",") for n in notes if n.startswith("layers ")), [])
     layers = tuple(x for x in layers if x)
     if child is not None:  # PID-namespace init: once it is gone, so is everything it started
-        stop = time.monotonic() + 5
+        stop = time.monotonic() + 60
         while not _gone(child) and time.monotonic() < stop:
             time.sleep(0.002)
     if uid >= 0 and uid != _NOBODY and "pid" not in layers and max_processes:
         _sweep_uid(uid)
-    shutil.rmtree(workdir, ignore_errors=True)
-    if os.path.exists(workdir):  # a non-root program can leave unreadable folders behind
-        for base, dirs, _ in os.walk(workdir):
-            for d in dirs:
-                os.chmod(os.path.join(base, d), 0o700)
-        shutil.rmtree(workdir, ignore_errors=True)
+    _remove_tree(workdir)
+    if left:  # a process stuck in the kernel (uninterruptible sleep) for a minute
+        import warnings
+
+        warnings.warn(f"processes {_group_members(proc.pid)} of a sandboxed program survived "
+                      "SIGKILL for 60 s (stuck in the kernel?)", RuntimeWarning, stacklevel=2)
     rc: int | None = proc.returncode
     sig: int | None = None
     ended = next((n for n in notes if n.startswith(("exit ", "signal "))), None)
