@@ -942,3 +942,29 @@ def test_type_errors():
         extract_answer("gsm8k", None)
     with pytest.raises(TypeError, match="gold"):
         is_correct("gsm8k", "1", 1)
+
+
+# ----------------------------------------------------------------------------- failed programs
+
+FAILS_AFTER_PRINTING = {  # each prints the gold (18) first, then fails: never scored on that
+    "raises": "print((16 - 3 - 4) * 2)\nprint(1 / 0)",
+    "exits non-zero": "print(18)\nimport sys\nsys.exit(1)",
+    "times out": "print(18, flush=True)\nwhile True:\n    pass",
+    "hits the memory limit": "print(18, flush=True)\nx = bytearray(8 << 30)",
+    "hits the output cap": "print(18)\nwhile True:\n    print('.' * 99)",
+}
+
+
+def test_a_program_that_prints_then_fails_is_not_scored_on_its_partial_output():
+    """MAmmoTH's executor returns nothing for a failed program; so do we, whatever it printed."""
+    comps = list(FAILS_AFTER_PRINTING.values())
+    outs = scoring.program_outputs(comps, timeout_s=2.0)
+    assert outs == [""] * len(comps), dict(zip(FAILS_AFTER_PRINTING, outs, strict=True))
+    assert extract_answers("gsm8k", comps, timeout_s=2.0) == [None] * len(comps)
+    for c in comps:
+        assert not is_correct("gsm8k", extract_answer("gsm8k", c, program_output=""), "18")
+    # the partial output really holds the gold: the sandbox saw it printed before the failure
+    raw = run_programs([program_source(c) for c in comps], timeout_s=2.0)
+    assert all(r.stdout.startswith("18\n") and not r.ok for r in raw), raw
+    ok = scoring.program_outputs(["print(18)"], timeout_s=60.0)
+    assert ok == ["18\n"]  # the same print, from a program that ends well, is kept
