@@ -14,6 +14,11 @@ Names (:data:`OPTIMIZERS`):
 ``pfsam``      preconditioned Functional-SAM (eq. 12 with eq. 11; AdamW base)
 =============  ==========================================================================
 
+Defaults that differ from torch's: ``betas=(0.9, 0.95)`` for every Adam (``adamw``, Muon's
+AdamW group, the SAM family's AdamW base; ``torch.optim.AdamW``: ``(0.9, 0.999)``) and
+``weight_decay=0.0`` (``torch.optim.AdamW``: 0.01; ``torch.optim.Muon``: 0.1), as in the
+Hugging Face Trainer the paper's fine-tunes use; pass them to change them.
+
 Weight decay goes to every matrix (hidden weights, embeddings, head) and never to gains and
 biases (:func:`~sims.optim.muon.partition_params`). SAM-family options (``precond_norm``,
 ``precond_step0``, ``rho_warmup_steps``, ``nonfinite``, ``max_grad_norm``, ...) are those of
@@ -104,7 +109,9 @@ def build_optimizer(
 
     Other Parameters:
         weight_decay: decoupled decay on matrices (AdamW, Muon) or L2 (SGD); 0 on gains/biases.
-        betas: Adam's (AdamW, Muon's AdamW group, SAM-family AdamW base).
+            Default 0 (torch's AdamW: 0.01).
+        betas: Adam's (AdamW, Muon's AdamW group, SAM-family AdamW base). Default
+            ``(0.9, 0.95)`` (torch's AdamW: ``(0.9, 0.999)``).
         eps: Adam's epsilon.
         rho: SAM-family radius (default 0.05; rejected for the other names).
         base: SAM-family base optimizer, ``"adamw"`` (default) or ``"sgd"`` (``psam``/``pfsam``:

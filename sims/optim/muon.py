@@ -214,11 +214,17 @@ class MuonAdamW(torch.optim.Optimizer):
       Trainer that the paper's fine-tunes use (it states no weight decay); so switching AdamW for
       Muon changes the update rule and nothing else. Pass ``weight_decay`` to decay.
     * ``adjust_lr_fn="match_rms_adamw"`` (torch: ``None``, Keller Jordan's
-      ``sqrt(max(1, A/B))``). The Muon update of an ``A x B`` matrix is scaled to RMS
-      ``0.2 sqrt(max(A, B))``·lr, AdamW's typical update RMS (Liu et al. 2025, "Muon is scalable
-      for LLM training"), so one learning rate and schedule drive both groups, as in the paper
-      (peak lr 2e-5 for AdamW and Muon alike). With ``None`` Muon's step is ~5-10x smaller for
-      matrices of 500-2500 rows or columns and needs its own ``muon_lr``.
+      ``sqrt(max(1, A/B))``). The orthogonalized update of an ``A x B`` matrix (singular values
+      about 1) has RMS about ``1/sqrt(max(A, B))``; it is multiplied by the factor
+      ``0.2 sqrt(max(A, B))``·lr, so its RMS is about ``0.2``·lr, AdamW's typical update RMS
+      (Liu et al. 2025, "Muon is scalable for LLM training"), and one learning rate and schedule
+      drive both groups, as in the paper (peak lr 2e-5 for AdamW and Muon alike). With ``None``
+      Muon's step is ~5-10x smaller for matrices of 500-2500 rows or columns and needs its own
+      ``muon_lr``.
+
+    Defaults that differ from ``torch.optim.AdamW``'s (the AdamW group): ``betas=(0.9, 0.95)``
+    (torch: ``(0.9, 0.999)``; the nanoGPT/LLM-training choice) and ``weight_decay=0.0`` (torch:
+    0.01; see above). ``eps=1e-8`` is torch's.
 
     ``momentum=0.95``, ``nesterov=True`` and ``ns_steps=5`` are torch's.
 

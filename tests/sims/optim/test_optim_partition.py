@@ -166,3 +166,70 @@ def test_muon_defaults_are_the_documented_ones():
     opt = build_optimizer("muon", _llama(tie=False), lr=1e-3)
     assert opt.muon.defaults["adjust_lr_fn"] == "match_rms_adamw"
     assert all(g["weight_decay"] == 0.0 for g in opt.param_groups)
+
+
+class _BareTables(torch.nn.Module):
+    """Token tables and a head kept as bare ``nn.Parameter``s (no ``nn.Embedding`` module)."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte = torch.nn.Parameter(torch.randn(16, 8))
+        self.tok_embed = torch.nn.Parameter(torch.randn(16, 8))
+        self.proj = torch.nn.Linear(8, 8, bias=False)
+        self.lm_head = torch.nn.Parameter(torch.randn(16, 8))
+
+    def forward(self, ids):
+        h = torch.tanh(self.proj(self.wte[ids] + self.tok_embed[ids]))
+        return h @ self.lm_head.T
+
+
+def test_bare_wte_and_tok_embed_parameters_go_to_adamw_not_muon():
+    torch.manual_seed(0)
+    model = _BareTables()
+    names = partition_params(model).names
+    assert names == {"hidden": ["proj.weight"], "embeddings": ["wte", "tok_embed"],
+                     "head": ["lm_head"], "other": []}  # fmt: skip
+    opt = build_optimizer("muon", model, lr=1e-2)
+    muon = [p for g in opt.param_groups if g["muon"] for p in g["params"]]
+    assert len(muon) == 1 and muon[0] is model.proj.weight
+    model(torch.randint(0, 16, (2, 5))).sum().backward()
+    opt.step()
+    for table in (model.wte, model.tok_embed, model.lm_head):  # AdamW's moments, no Muon buffer
+        assert "exp_avg" in opt.state[table] and "momentum_buffer" not in opt.state[table]
+    assert "momentum_buffer" in opt.state[model.proj.weight]
+
+
+@pytest.mark.parametrize("shape", [(64, 16), (16, 48)])
+def test_match_rms_adamw_gives_an_update_rms_of_about_a_fifth_of_lr(shape):
+    """The factor is 0.2 sqrt(max(A, B)); the update's RMS is about 0.2·lr (the docstring).
+
+    One Muon step (no momentum) of a random gradient: the Newton-Schulz output has singular
+    values in about [0.7, 1.2], so its RMS is within 30 % of 1/sqrt(max(A, B)).
+    """
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(shape[1], shape[0], bias=False)
+    lr = 1e-2
+    opt = MuonAdamW(partition_params(lin), lr=lr, momentum=0.0, nesterov=False)
+    lin.weight.grad = torch.randn(shape)
+    w0 = lin.weight.detach().clone()
+    opt.step()
+    rms = float((lin.weight.detach() - w0).pow(2).mean().sqrt())
+    assert rms == pytest.approx(0.2 * lr, rel=0.3)  # not 0.2 sqrt(max(A, B)) lr (1.6-1.4x lr)
+
+
+def test_adam_defaults_differ_from_torch_as_documented():
+    import inspect
+
+    from sims.optim import factory
+
+    torch_adamw = inspect.signature(torch.optim.AdamW.__init__).parameters
+    assert torch_adamw["betas"].default == (0.9, 0.999) and torch_adamw["weight_decay"].default
+    model = _BareTables()
+    for name in ("adamw", "muon", "sam"):
+        opt = build_optimizer(name, model, lr=1e-3)
+        adam = {"adamw": opt, "muon": getattr(opt, "adamw", None),
+                "sam": getattr(opt, "base_optimizer", None)}[name]  # fmt: skip
+        assert all(g["betas"] == (0.9, 0.95) for g in adam.param_groups), name
+        assert all(g["weight_decay"] == 0.0 for g in opt.param_groups), name
+    for doc in (factory.__doc__, MuonAdamW.__doc__):
+        assert "(0.9, 0.999)" in doc and "(0.9, 0.95)" in doc
