@@ -128,6 +128,7 @@ VARIANTS = ("sam", "fsam", "lsam", "angle_sam")
 PRECOND_MODES = ("pre", "post", "dual")
 _NONFINITE = ("raise", "skip")
 _STEP0 = ("identity", "zero")
+_BN_STATS = ("unperturbed", "every_pass")
 
 Tensors = Sequence[torch.Tensor]
 
@@ -390,6 +391,29 @@ def _unpack(out, needs_logits: bool, variant: str):
 # --------------------------------------------------------------------------------------------
 
 
+def _local_pass_hook(state, bucket):
+    """DDP comm hook of :meth:`SAMFamily.attach_ddp` (``sync_perturbation=False``).
+
+    Pass 1's backward (before :meth:`SAMFamily.first_step`) keeps each replica's own gradient;
+    every other backward is DDP's all-reduce (mean), so a davda54-style loop that calls
+    ``loss.backward()`` itself gets the per-replica perturbation without ``no_sync``.
+    """
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    opt = state()
+    if opt is not None and opt._local_pass:
+        fut: torch.futures.Future = torch.futures.Future()
+        fut.set_result(bucket.buffer())
+        return fut
+    group = getattr(opt._ddp, "process_group", None) if opt is not None else None
+    return allreduce_hook(group, bucket)
+
+
+def _bn_buffers(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [b for b in (module.running_mean, module.running_var, module.num_batches_tracked)
+            if b is not None]  # fmt: skip
+
+
 def _world_size() -> int:
     """Processes of the default ``torch.distributed`` group (1 when it is not initialized)."""
     dist = torch.distributed
@@ -464,6 +488,7 @@ class SAMFamily(torch.optim.Optimizer):
         track_direction: bool = False,
         sync_perturbation: bool = True,
         grad_scaler: Any = None,
+        batchnorm_stats: str = "unperturbed",
         **base_kwargs: Any,
     ) -> None:
         rho = _check_rho(rho)
@@ -492,6 +517,11 @@ class SAMFamily(torch.optim.Optimizer):
             )
         if precond_step0 not in _STEP0:
             raise ValueError(f"unknown `precond_step0` {precond_step0!r}; choose one of {_STEP0}.")
+        if batchnorm_stats not in _BN_STATS:
+            raise ValueError(
+                f"unknown `batchnorm_stats` {batchnorm_stats!r}; choose one of {_BN_STATS} "
+                "('unperturbed': running statistics updated at θ only, once per forward there)."
+            )
         for name, flag in (("adaptive", adaptive), ("sync_perturbation", sync_perturbation)):
             if not isinstance(flag, bool):
                 raise TypeError(f"`{name}` must be True or False; got {flag!r}.")
@@ -537,7 +567,7 @@ class SAMFamily(torch.optim.Optimizer):
                 "`params` is empty: there are no parameters to perturb (is every parameter "
                 "frozen?). Pass trainable parameters, e.g. unfreeze layers or attach adapters."
             )
-        super().__init__(params, dict(rho=rho, **base_kwargs))
+        super().__init__(params, dict(rho=rho, adaptive=adaptive, **base_kwargs))
         self.base_optimizer = base_optimizer_cls(self.param_groups, **base_kwargs)
         self.param_groups = self.base_optimizer.param_groups
         self.defaults.update(self.base_optimizer.defaults)
@@ -546,7 +576,6 @@ class SAMFamily(torch.optim.Optimizer):
         self.precond_norm = precond_norm
         self.precond_step0 = precond_step0
         self.precond_bias_correction = bool(precond_bias_correction)
-        self.adaptive = adaptive
         self.angle_weights = None if angle_weights is None else tuple(map(float, angle_weights))
         self.rho_warmup_steps = rho_warmup_steps
         self.nonfinite = nonfinite
@@ -554,6 +583,11 @@ class SAMFamily(torch.optim.Optimizer):
         self.track_direction = bool(track_direction)
         self.sync_perturbation = sync_perturbation
         self.grad_scaler = grad_scaler
+        self.batchnorm_stats = batchnorm_stats
+        self._bn_handles: list[Any] = []
+        self._ddp_hooked = False  # our comm hook keeps pass 1 local (sync_perturbation=False)
+        self._local_pass = True  # under that hook: the next backward is pass 1's (not reduced)
+        self._driving = False  # inside step(): pass 1 already ran under no_sync where needed
         self.sam_steps = 0
         self.skipped_steps = 0
         self.last_info: dict[str, Any] = {}
@@ -579,6 +613,15 @@ class SAMFamily(torch.optim.Optimizer):
         if len(rhos) != 1:
             raise ValueError(f"all param groups must share one `rho`; got {sorted(rhos)}.")
         return float(rhos.pop())
+
+    @property
+    def adaptive(self) -> bool:
+        """ASAM's perturbation (``group["adaptive"]``, as davda54/sam; one value for all groups)."""
+        flags = {bool(g.get("adaptive", self.defaults.get("adaptive", False)))
+                 for g in self.param_groups}  # fmt: skip
+        if len(flags) != 1:
+            raise ValueError("all param groups must share one `adaptive`; got True and False.")
+        return flags.pop()
 
     def rho_at(self, step: int) -> float:
         """``ρ_t`` after ``step`` completed steps (the linear warm-up, then constant)."""
@@ -612,6 +655,14 @@ class SAMFamily(torch.optim.Optimizer):
                 "the model the optimizer was built on."
             )
         self._ddp = model
+        if not self.sync_perturbation and not self._ddp_hooked and not getattr(
+            model, "_comm_hooks", None
+        ):
+            try:  # DDP takes one comm hook; a model with its own keeps it (two-step API refused)
+                model.register_comm_hook(weakref.ref(self), _local_pass_hook)
+                self._ddp_hooked = True
+            except (RuntimeError, AttributeError):
+                pass
         return self
 
     def _sync(self, sync: bool):
@@ -659,6 +710,7 @@ class SAMFamily(torch.optim.Optimizer):
     def _nonfinite(self, where: str) -> bool:
         """Handle a non-finite gradient: restore, then skip (scaler), raise or warn; True: skip."""
         self._restore()
+        self._end_window()
         self._drop_g()
         self._pending.clear()
         self.zero_grad(set_to_none=True)
@@ -723,6 +775,16 @@ class SAMFamily(torch.optim.Optimizer):
         Saves a copy of ``θ`` (restored exactly by :meth:`second_step`). Returns False when the
         step was skipped for a non-finite gradient (``nonfinite="skip"``, or a scaler overflow).
         """
+        if (not self.sync_perturbation and not self._driving and not self._ddp_hooked
+                and _world_size() > 1):  # fmt: skip
+            raise ValueError(
+                f"`sync_perturbation=False` with first_step()/second_step() in a {_world_size()}-"
+                "process run: the gradient in p.grad was already all-reduced by DDP's backward, "
+                "so the per-replica perturbation cannot be taken from it. Call "
+                "optimizer.attach_ddp(ddp_model) before the first backward, on a DDP model "
+                "without a comm hook of its own (the optimizer then keeps pass 1 local), or "
+                "use step(closure)."
+            )
         params = [p for p in self._params() if p.grad is not None]
         grads = [p.grad for p in params]
         if not self._finite(grads):
@@ -756,9 +818,54 @@ class SAMFamily(torch.optim.Optimizer):
             if keep_g:
                 self.state[p]["g"] = p.grad.detach().clone()
         del e, minv
+        self._local_pass = False  # the backward passes at θ + e (and θ) are all-reduced
+        self._freeze_running_stats()
         if zero_grad:
             self.zero_grad(set_to_none=True)
         return True
+
+    def _freeze_running_stats(self) -> None:
+        """Until :meth:`_end_window`, batch-norm layers keep their running statistics.
+
+        Between ``first_step`` and ``second_step`` every forward runs at the perturbed weights
+        (or re-runs a micro-batch at θ): its batch statistics must not enter the running mean
+        and variance (davda54/sam's ``disable_running_stats``). A process-wide forward hook
+        saves a layer's buffers (``running_mean``, ``running_var``, ``num_batches_tracked``)
+        before its forward and puts them back after it, for every ``_NormBase`` layer in
+        training mode whose affine parameters this optimizer holds (or that has none).
+        """
+        if self.batchnorm_stats != "unperturbed" or self._bn_handles:
+            return
+        from torch.nn.modules.batchnorm import _NormBase
+        from torch.nn.modules.module import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
+
+        ours = {id(p) for p in self._params()}
+        saved: dict[int, list[torch.Tensor]] = {}
+
+        def before(module, args):
+            if (isinstance(module, _NormBase) and module.training and module.track_running_stats
+                    and (module.weight is None or id(module.weight) in ours)):  # fmt: skip
+                saved[id(module)] = [b.detach().clone() for b in _bn_buffers(module)]
+
+        def after(module, args, out):
+            keep = saved.pop(id(module), None)
+            if keep is not None:
+                with torch.no_grad():
+                    for b, k in zip(_bn_buffers(module), keep, strict=True):
+                        b.copy_(k)
+
+        self._bn_handles = [register_module_forward_pre_hook(before),
+                            register_module_forward_hook(after)]  # fmt: skip
+
+    def _end_window(self) -> None:
+        """Back at θ for good: running statistics update again, pass 1 is local again."""
+        for h in self._bn_handles:
+            h.remove()
+        self._bn_handles = []
+        self._local_pass = True
 
     @torch.no_grad()
     def second_step(self, zero_grad: bool = False) -> bool:
@@ -767,6 +874,7 @@ class SAMFamily(torch.optim.Optimizer):
         Returns False when the step was skipped for a non-finite gradient.
         """
         self._restore()
+        self._end_window()
         params = self._params()
         if not self._finite([p.grad for p in params]):
             return not self._nonfinite("second pass (SAM-family gradient)")
@@ -910,11 +1018,14 @@ class SAMFamily(torch.optim.Optimizer):
         Returns ``(done, closure's return)``; ``done`` is False (nothing changed) when the
         closure turns out to be ours (it ran no backward at ``θ + e``).
         """
-        if self._scaling() or (not self.sync_perturbation and _world_size() > 1):
+        if self._scaling() or (
+            not self.sync_perturbation and _world_size() > 1 and not self._ddp_hooked
+        ):
             raise ValueError(
                 "a davda54/sam closure runs its own backward, which the optimizer can neither "
-                "loss-scale nor keep local: with `grad_scaler` or sync_perturbation=False use "
-                "the (loss, logits) closure protocol."
+                "loss-scale nor keep local: with `grad_scaler`, or sync_perturbation=False on a "
+                "DDP model with a comm hook of its own (or without attach_ddp), use the "
+                "(loss, logits) closure protocol."
             )
         self._pass1_norm = None
         if not self.first_step(zero_grad=True):
@@ -924,10 +1035,12 @@ class SAMFamily(torch.optim.Optimizer):
                 out = closure()
         except BaseException:
             self._restore()
+            self._end_window()
             self._drop_g()
             raise
         if not any(p.grad is not None for p in self._params()):  # our protocol after all
             self._restore()
+            self._end_window()
             self._drop_g()
             self._closure_style = "forward"
             return False, None
@@ -940,6 +1053,7 @@ class SAMFamily(torch.optim.Optimizer):
         if self._scaling():
             self._scaler_infs()  # unscale before the norm, or a clear error
         try:
+            self._driving = True  # pass 1 ran under no_sync where sync_perturbation=False
             if not self.first_step(zero_grad=True):
                 return
             s = self._loss_scale()
@@ -982,10 +1096,12 @@ class SAMFamily(torch.optim.Optimizer):
             self.second_step()
         except BaseException:
             self._restore()
+            self._end_window()
             self._drop_g()
             raise
         finally:
             self._pass1_norm = None
+            self._driving = False
 
     @torch.no_grad()
     def _angle_preload(self, scale: float) -> float:
@@ -1020,6 +1136,17 @@ class SAMFamily(torch.optim.Optimizer):
             self.sam_steps = int(state_dict.get("sam_steps", 0))
             self.skipped_steps = int(state_dict.get("skipped_steps", 0))
         else:
+            state = state_dict.get("state", {}) if isinstance(state_dict, dict) else {}
+            if any(isinstance(v, dict) and "old_p" in v for v in state.values()):
+                raise ValueError(
+                    "this is davda54/sam's SAM.state_dict(): it holds SAM's copies of the "
+                    "parameters ('old_p') and the param groups, but not the base optimizer's "
+                    "state (momentum buffers, Adam moments), which davda54/sam keeps in "
+                    "`base_optimizer` and does not save; loading it would silently restart "
+                    "that state. Load the base optimizer's own state instead (with davda54/sam "
+                    "save `optimizer.base_optimizer.state_dict()`, and pass it here), or a "
+                    "state_dict() of this optimizer (which holds both)."
+                )
             self.base_optimizer.load_state_dict(state_dict)
         self.param_groups = self.base_optimizer.param_groups
 
@@ -1035,6 +1162,6 @@ class SAM(SAMFamily):
     """
 
     def __init__(self, params: Iterable, base_optimizer_cls: type[torch.optim.Optimizer],
-                 rho: float = 0.05, **kwargs: Any) -> None:  # fmt: skip
+                 rho: float = 0.05, adaptive: bool = False, **kwargs: Any) -> None:  # fmt: skip
         kwargs.setdefault("variant", "sam")
-        super().__init__(params, base_optimizer_cls, rho, **kwargs)
+        super().__init__(params, base_optimizer_cls, rho, adaptive=adaptive, **kwargs)
