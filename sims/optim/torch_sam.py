@@ -409,9 +409,7 @@ def _local_pass_hook(state, bucket):
     return allreduce_hook(group, bucket)
 
 
-def _bn_buffers(module: torch.nn.Module) -> list[torch.Tensor]:
-    return [b for b in (module.running_mean, module.running_var, module.num_batches_tracked)
-            if b is not None]  # fmt: skip
+_BN_NAMES = ("running_mean", "running_var", "num_batches_tracked")
 
 
 def _world_size() -> int:
@@ -843,19 +841,19 @@ class SAMFamily(torch.optim.Optimizer):
         )
 
         ours = {id(p) for p in self._params()}
-        saved: dict[int, list[torch.Tensor]] = {}
+        saved: dict[int, dict[str, torch.Tensor]] = {}
 
-        def before(module, args):
+        def before(module, args):  # the forward updates copies (autograd may save them)
             if (isinstance(module, _NormBase) and module.training and module.track_running_stats
                     and (module.weight is None or id(module.weight) in ours)):  # fmt: skip
-                saved[id(module)] = [b.detach().clone() for b in _bn_buffers(module)]
+                keep = {n: module._buffers[n] for n in _BN_NAMES
+                        if module._buffers.get(n) is not None}  # fmt: skip
+                saved[id(module)] = keep
+                for n, b in keep.items():
+                    module._buffers[n] = b.detach().clone()
 
-        def after(module, args, out):
-            keep = saved.pop(id(module), None)
-            if keep is not None:
-                with torch.no_grad():
-                    for b, k in zip(_bn_buffers(module), keep, strict=True):
-                        b.copy_(k)
+        def after(module, args, out):  # the untouched buffers back in place
+            module._buffers.update(saved.pop(id(module), {}))
 
         self._bn_handles = [register_module_forward_pre_hook(before),
                             register_module_forward_hook(after)]  # fmt: skip
