@@ -36,9 +36,15 @@ Coming from davda54/sam:
     ``DistributedDataParallel`` (all-reduced or per-replica ascent, one all-reduce per pass
     after ``opt.attach_ddp(ddp_model)``), fp16 ``grad_scaler=`` support, a NaN policy,
     ``rho_warmup_steps``, ``state_dict`` with counters, and ``SAMFamilyTrainer`` for the
-    Hugging Face Trainer (gradient accumulation, bf16/fp16, ``accelerate launch``). Differences:
-    one ``rho`` for all param groups; ``e = 0`` for a zero gradient (davda54 divides by
-    ``‖g‖ + 1e-12``); the ASAM scale is ``|θ|`` with no ``η`` offset, as davda54's.
+    Hugging Face Trainer (gradient accumulation, bf16/fp16, ``accelerate launch``). Also as
+    davda54's: ``adaptive`` may be given positionally (``SAM(params, SGD, 2.0, True, lr=0.1)``),
+    each param group carries ``"rho"`` and ``"adaptive"``, the ASAM scale is ``|θ|`` with no
+    ``η`` offset, and a zero gradient gives ``e = 0``. Differences: one ``rho`` (and one
+    ``adaptive``) for all param groups; BatchNorm running statistics are updated only at θ,
+    once per forward there (davda54 updates them at θ + e too unless the training loop calls its
+    ``disable_running_stats``; ``batchnorm_stats="every_pass"`` restores that); a davda54
+    ``SAM.state_dict()``, which lacks the base optimizer's state, is refused (load the base's
+    ``state_dict()``); ``sync_perturbation=False`` under DDP is honoured by both APIs.
 
 Examples:
     >>> import sys, sims.optim

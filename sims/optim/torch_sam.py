@@ -51,9 +51,23 @@ closure (it calls ``loss.backward()`` and returns the loss) is detected for plai
 runs ``loss.backward()`` before ``step``), it climbs from that gradient and calls the closure once
 at ``θ + e``, exactly as davda54/sam does; otherwise it first calls the closure at ``θ`` for the
 gradient (one extra pass). The other variants need the logits and take only the closure protocol
-above. Differences: ``rho`` is one value for all param groups; a zero gradient gives ``e = 0``
-(davda54 adds ``1e-12`` to the norm); after ``step`` ``p.grad`` holds the pass-2 gradient as in
-davda54.
+above. As davda54's: ``adaptive`` is also the fourth positional argument of :class:`SAM`, every
+param group carries ``"rho"`` and ``"adaptive"``, a zero gradient gives ``e = 0``, and after
+``step`` ``p.grad`` holds the pass-2 gradient. Differences: ``rho`` and ``adaptive`` are one
+value for all param groups; a davda54 ``SAM.state_dict()`` is refused with an explanation (it
+holds ``old_p`` copies but not the base optimizer's momentum or Adam moments, which davda54 does
+not save): load the base optimizer's ``state_dict()`` instead, or this optimizer's own.
+
+**BatchNorm.** By default (``batchnorm_stats="unperturbed"``) running statistics are updated only
+by the forwards at ``θ`` before :meth:`SAMFamily.first_step` (once per step, or once per
+micro-batch with gradient accumulation, as without SAM): from ``first_step`` to
+``second_step`` a process-wide forward hook lets each batch-norm layer whose parameters this
+optimizer holds (or that has none) update copies of ``running_mean``, ``running_var`` and
+``num_batches_tracked``, then puts the originals back. Normalization inside every pass still
+uses the batch's statistics (training mode). This is what davda54/sam's example does by hand
+with ``disable_running_stats``/``enable_running_stats`` (which still count the perturbed pass in
+``num_batches_tracked``); loops that call those helpers get the same statistics.
+``batchnorm_stats="every_pass"`` updates them in every pass (2-3 per step).
 
 **Several processes** (``DistributedDataParallel``, ``accelerate launch``, ``torchrun``). Pass 2
 is always all-reduced (every replica takes the same base step). ``sync_perturbation`` chooses the
@@ -66,8 +80,13 @@ then depends on how the batch is split across processes. Call :meth:`SAMFamily.a
 the DDP-wrapped model (``SAMFamilyTrainer`` does it): the optimizer then runs every backward
 that is not the last of its pass under ``no_sync`` (one all-reduce per pass, however many
 micro-batches). Without it a DDP model all-reduces every backward itself, which is
-``sync_perturbation=True`` at more communication; ``False`` then raises. FSDP and DeepSpeed shard
-the parameters and are not supported.
+``sync_perturbation=True`` at more communication; ``False`` then raises. With
+``sync_perturbation=False``, ``attach_ddp`` also registers a DDP comm hook that leaves the
+backward passes before ``first_step`` un-reduced, so the two halves
+(``loss.backward(); first_step(); loss.backward(); second_step()``) and davda54-style closures
+get the per-replica perturbation too; on a DDP model that already has a comm hook of its own
+(DDP takes one) they raise a ``ValueError`` instead, and ``step(closure)`` still works. FSDP and
+DeepSpeed shard the parameters and are not supported.
 
 **Mixed precision.** Norms of low-precision (bf16/fp16) gradients are taken per tensor in
 float32 and combined in float64. Under autocast the logits must be those the loss was computed
@@ -456,6 +475,9 @@ class SAMFamily(torch.optim.Optimizer):
             :meth:`attach_ddp`). See the module docstring.
         grad_scaler: a ``torch.amp.GradScaler`` for fp16 loss scaling (see the module
             docstring); the caller still calls ``scaler.update()`` after each step.
+        batchnorm_stats: ``"unperturbed"`` (default): batch-norm running statistics are left
+            unchanged by the forwards between ``first_step`` and ``second_step`` (see the module
+            docstring, BatchNorm); ``"every_pass"``: every forward updates them.
 
     Attributes:
         base_optimizer: the base optimizer (its ``param_groups`` are this optimizer's).
