@@ -16,7 +16,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from sims.optim import SAMFamily
+from sims.optim import SAM, SAMFamily
 from tests.sims.optim.optim_helpers import closure_for, make_data, make_net
 
 N, K_MICRO = 16, 2  # whole batch; micro-batches per replica in the accumulation cases
@@ -76,6 +76,33 @@ def raw_case(name: str, sync: bool, rank: int, world: int, attach: bool = True) 
         per_step.append(len(calls) - before)
     return {"params": {n: p.detach().clone() for n, p in net.named_parameters()},
             "allreduces": per_step}  # fmt: skip
+
+
+def readme_case(loop: str, sync: bool, rank: int, world: int, own_hook: bool = False) -> dict:
+    """davda54/sam's README loops (the two halves, or ``step(closure)``) on a DDP model."""
+    net = make_net()
+    ddp = _counting_ddp(net)[0] if own_hook else torch.nn.parallel.DistributedDataParallel(net)
+    opt = SAM(ddp.parameters(), torch.optim.SGD, RHO, lr=LR, sync_perturbation=sync)
+    opt.attach_ddp(ddp)
+    x, y = shard(rank, world)
+    ce = torch.nn.functional.cross_entropy
+    for _ in range(STEPS):
+        if loop == "two_step":
+            ce(ddp(x), y).backward()
+            opt.first_step(zero_grad=True)
+            ce(ddp(x), y).backward()
+            opt.second_step(zero_grad=True)
+        else:
+
+            def closure():
+                loss = ce(ddp(x), y)
+                loss.backward()
+                return loss
+
+            ce(ddp(x), y).backward()
+            opt.step(closure)
+            opt.zero_grad()
+    return {"params": {n: p.detach().clone() for n, p in net.named_parameters()}}
 
 
 class _Classifier(torch.nn.Module):
@@ -155,6 +182,13 @@ def main(out_dir: str) -> None:
             raw_case("sam", False, rank, world, attach=False)
         except ValueError as exc:
             results["unattached_false_error"] = str(exc)
+        for loop in ("two_step", "closure"):
+            for sync in (True, False):
+                results[("readme", loop, sync)] = readme_case(loop, sync, rank, world)
+            try:  # a DDP model with a comm hook of its own: per-replica pass 1 impossible
+                readme_case(loop, False, rank, world, own_hook=True)
+            except ValueError as exc:
+                results[("readme_own_hook_error", loop)] = str(exc)
         for variant, sync, kw in (("fsam", True, {}), ("fsam", False, {}),
                                   ("angle_sam", False, {"angle_weights": (0.3, 0.8)})):  # fmt: skip
             results[("trainer", variant, sync)] = trainer_case(variant, sync, out_dir, **kw)

@@ -167,3 +167,22 @@ def test_trainer_on_two_processes(ranks, variant, sync, angle):
     expect = reference_train(make_net(), batches, variant, dw.RHO, 1, lr=dw.LR, local=not sync,
                              **kw)  # fmt: skip
     torch.testing.assert_close(got[0], _flat(expect), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("loop", ["two_step", "closure"])
+def test_davda54_readme_loops_honour_sync_perturbation(ranks, loop):
+    """The two halves and a davda54 closure, run as its README writes them, on DDP: ``False``
+    gives the per-replica construction, ``True`` one process on the whole batch, as the closure
+    protocol does (``test_sync_*`` above)."""
+    for sync, expect in ((True, _reference("sam", False, WHOLE)),
+                         (False, _reference("sam", True, SHARDS))):  # fmt: skip
+        got = [_flat(r[("readme", loop, sync)]["params"]) for r in ranks]
+        torch.testing.assert_close(got[0], got[1], rtol=0, atol=0)
+        torch.testing.assert_close(got[0], expect, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(got[0], _flat(ranks[0][("raw", "sam", sync)]["params"]),
+                                   rtol=1e-12, atol=1e-14)  # = the closure protocol  # fmt: skip
+    assert float((_flat(ranks[0][("readme", loop, True)]["params"])
+                  - _flat(ranks[0][("readme", loop, False)]["params"])).norm()) > 1e-4
+    for r in ranks:  # a model with its own comm hook: refused, saying why and what to do
+        msg = r[("readme_own_hook_error", loop)]
+        assert "sync_perturbation=False" in msg and "comm hook" in msg
