@@ -551,6 +551,10 @@ def build_trainer(
         optimizers=(opt, None),
         callbacks=list(callbacks),
     )
+    if cls is Trainer and args.fp16:  # (SAMFamilyTrainer warns itself)
+        from sims.optim.hf import warn_if_fp16_unavailable
+
+        warn_if_fp16_unavailable(trainer)
     if args.disable_tqdm:  # quiet: no per-log dict printed either
         from transformers.trainer_callback import PrinterCallback
 

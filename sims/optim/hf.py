@@ -60,7 +60,29 @@ import transformers  # noqa: E402
 from .muon import _get  # noqa: E402
 from .torch_sam import SAMFamily, _rng_state  # noqa: E402
 
-__all__ = ["SAMFamilyTrainer"]
+__all__ = ["SAMFamilyTrainer", "warn_if_fp16_unavailable"]
+
+
+def warn_if_fp16_unavailable(trainer: transformers.Trainer) -> bool:
+    """Warn when ``fp16=True`` was asked for where accelerate has no fp16 mixed precision.
+
+    accelerate has fp16 autocast and loss scaling only on CUDA (and a few other accelerators);
+    on the CPU it accepts ``fp16=True``, sets ``mixed_precision="fp16"`` and then trains in
+    float32 without a gradient scaler, silently. Returns whether it warned.
+    """
+    acc = getattr(trainer, "accelerator", None)
+    if not trainer.args.fp16 or acc is None or getattr(acc, "native_amp", True):
+        return False
+    import warnings
+
+    warnings.warn(
+        f"fp16=True was asked for, but on this device ({acc.device}) accelerate has no fp16 "
+        "mixed precision: the Trainer trains in float32 without loss scaling. Pass bf16=True "
+        "for mixed precision on the CPU, or fp16=False to say what runs.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return True
 
 
 def _unwrap(optimizer: Any) -> Any:
@@ -99,8 +121,14 @@ def _feeds(loss: torch.Tensor, tensor: torch.Tensor, limit: int = 200_000) -> bo
 class SAMFamilyTrainer(transformers.Trainer):
     """A ``transformers.Trainer`` whose ``training_step`` runs the SAM family's first pass.
 
-    See the module docstring for the design; every other behaviour is the Trainer's own.
+    See the module docstring for the design; every other behaviour is the Trainer's own
+    (``fp16=True`` where accelerate has no fp16 mixed precision, e.g. the CPU, warns: see
+    :func:`warn_if_fp16_unavailable`).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        warn_if_fp16_unavailable(self)
 
     def training_step(
         self,

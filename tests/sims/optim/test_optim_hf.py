@@ -1,9 +1,11 @@
 """SAMFamilyTrainer: the Hugging Face Trainer with the SAM family: gradient accumulation, bf16 and
 fp16 mixed precision, refused configurations. (Several processes: test_optim_distributed.py.)"""
 
+import contextlib
 import copy
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -229,8 +231,10 @@ def _amp_trainer(tmp_path, name, mode, *, scaler=None, hook=None, steps=2):
         max_steps=steps, report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
         seed=0, disable_tqdm=True, dataloader_num_workers=0, **{mode: True},
     )  # fmt: skip
-    trainer = SAMFamilyTrainer(model=model, args=args, train_dataset=_Counted(),
-                               optimizers=(opt, None))  # fmt: skip
+    warns = pytest.warns(UserWarning, match="no fp16 mixed precision")
+    with warns if mode == "fp16" else contextlib.nullcontext():  # on this CPU, it has none
+        trainer = SAMFamilyTrainer(model=model, args=args, train_dataset=_Counted(),
+                                   optimizers=(opt, None))  # fmt: skip
     if scaler is not None:  # accelerate turns fp16 off on a CPU: hand it a CPU scaler + autocast
         trainer.accelerator.scaler, trainer.accelerator.native_amp = scaler, True
     trainer.train()
@@ -341,3 +345,26 @@ def test_sharded_and_single_process_multi_gpu_setups_are_refused(tmp_path, what,
         trainer.training_step(model, {"input_ids": ids, "labels": ids})
     for k, v in model.state_dict().items():
         assert torch.equal(before[k], v)
+
+
+@pytest.mark.parametrize("mode", ["fp16", "bf16", "fp32"])
+def test_fp16_on_a_device_without_fp16_amp_warns(tmp_path, mode):
+    """accelerate accepts fp16=True on the CPU and trains in float32 without a scaler: we say so
+    (SAMFamilyTrainer, and the plain Trainer through llm_validation's build_trainer helper)."""
+    from sims.optim.hf import warn_if_fp16_unavailable
+
+    flags = {mode: True} if mode != "fp32" else {}
+    args = transformers.TrainingArguments(output_dir=str(tmp_path / mode), use_cpu=True,
+                                          report_to=[], **flags)  # fmt: skip
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        trainer = SAMFamilyTrainer(model=_model(), args=args, train_dataset=_Tokens())
+        plain = transformers.Trainer(model=_model(), args=args, train_dataset=_Tokens())
+        assert warn_if_fp16_unavailable(plain) is (mode == "fp16")
+    mine = [w for w in seen if "no fp16 mixed precision" in str(w.message)]
+    assert len(mine) == (2 if mode == "fp16" else 0), [str(w.message) for w in seen]
+    if mode == "fp16":
+        assert trainer.accelerator.native_amp is False  # the premise: no fp16 autocast here
+        assert "float32 without loss scaling" in str(mine[0].message)
+        trainer.accelerator.native_amp = True  # as on a GPU: fp16 autocast exists, no warning
+        assert warn_if_fp16_unavailable(trainer) is False
