@@ -4,6 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sims.selection import (
+    ClusterResult,
     cluster_by_source,
     cluster_trajectories,
     select_easy,
@@ -188,3 +189,21 @@ def test_small_source_rule_is_strictly_below_the_mean():
     assert sel.hard_mask.sum() == 20
     sel = cluster_by_source(losses[:79], sources[:79])  # b has 39 < mean 39.5: whole
     assert sel.per_source["b"]["rule"] == "small" and sel.per_source["a"]["rule"] == "clustered"
+
+
+def test_last_features_rank_clusters_by_the_final_loss_not_the_mean_over_checkpoints():
+    """Group A starts very high and ends low (mean 7.5, final 0.1); group B stays low and ends
+    higher (mean 1.25, final 2). Clustered on the last checkpoint, the hard cluster is the one
+    with the higher final loss, B; ranking by the mean over checkpoints would call A hard."""
+    rng = np.random.default_rng(0)
+    a = np.array([10.0, 10.0, 10.0, 0.1]) + 0.01 * rng.random((6, 4))
+    b = np.array([1.0, 1.0, 1.0, 2.0]) + 0.01 * rng.random((9, 4))
+    losses = np.vstack([a, b])
+    is_b = np.arange(15) >= 6
+    res = cluster_trajectories(losses, 2, seed=0, features="last")
+    assert res.hard_mask.tolist() == is_b.tolist()
+    np.testing.assert_allclose(res.cluster_means, [a[:, -1].mean(), b[:, -1].mean()], rtol=1e-12)
+    again = ClusterResult.from_labels(losses, (~is_b).astype(int), features="last")
+    assert again.hard_mask.tolist() == is_b.tolist()  # labels given the other way round
+    traj = cluster_trajectories(losses, 2, seed=0, features="trajectory")
+    assert traj.hard_mask.tolist() == (~is_b).tolist()  # on the whole trajectory A is hard
