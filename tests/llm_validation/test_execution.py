@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from llm_validation import execution
-from llm_validation.execution import ProgramResult, isolation, run_program, run_programs
+from llm_validation.execution import ProgramResult, isolation
 
 LAYERS = isolation()
 MODES = [pytest.param(True, id="isolated"), pytest.param(False, id="limits-only")]
@@ -29,6 +29,19 @@ MODES = [pytest.param(True, id="isolated"), pytest.param(False, id="limits-only"
 SLACK = 60.0
 #: how long a call may take before a test calls it hung (a liveness bound, not a timing test)
 HUNG = 120.0
+
+
+def run_program(code, **kw) -> ProgramResult:
+    """``execution.run_program`` with the timeout at ``SLACK`` unless the test sets one: a
+    program that ends by itself must never meet the clock, however loaded the machine."""
+    kw.setdefault("timeout_s", SLACK)
+    return execution.run_program(code, **kw)
+
+
+def run_programs(codes, **kw) -> list[ProgramResult]:
+    """``execution.run_programs`` with the timeout at ``SLACK`` unless the test sets one."""
+    kw.setdefault("timeout_s", SLACK)
+    return execution.run_programs(codes, **kw)
 
 
 def _needs(layer: str):
@@ -219,7 +232,7 @@ def test_process_limit_forbids_forks_and_threads(isolate):
     r = run_program("import threading\nthreading.Thread(target=print).start()", isolate=isolate)
     assert not r.ok and "can't start new thread" in r.error, r.error
     bomb = "import os\nwhile True:\n    os.fork()"
-    r = run_program(bomb, timeout_s=2, max_processes=5, isolate=isolate)
+    r = run_program(bomb, max_processes=5, isolate=isolate)  # ends at the limit, not the clock
     assert not r.ok and not r.timed_out and r.error.startswith("BlockingIOError")
 
 
@@ -406,7 +419,7 @@ def test_no_network():
         "except OSError:\n    print('no dns')"
     )
     try:
-        r = run_program(code, timeout_s=5)
+        r = run_program(code)
         assert r.ok and r.stdout.startswith("refused") and "no dns" in r.stdout, r
         control = run_program(code.split("try:\n    socket.getaddrinfo")[0], isolate=False)
         assert control.stdout.startswith("connected")  # the same program reaches it unisolated
