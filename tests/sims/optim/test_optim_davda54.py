@@ -218,3 +218,29 @@ def test_closure_loop_takes_two_passes_per_step_whatever_zero_grad_does(set_to_n
     assert len(forwards) == 2 * 3  # davda54: one pass at θ, one at θ + e
     for p, q in zip(net.parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", ["sam", "fsam", "lsam", "psam"])
+def test_our_closure_protocol_with_zeroed_but_kept_gradients(name):
+    """``zero_grad(set_to_none=False)`` between steps leaves zero tensors in ``p.grad``, changed
+    in place since the last step: not a davda54 gradient (it is zero), so the step is ours, with
+    the same passes and the same result as after ``set_to_none=True``."""
+    from sims.optim import build_optimizer
+    from tests.sims.optim.optim_helpers import closure_for
+
+    x, y = make_data(n=12)
+    runs = {}
+    for set_to_none in (True, False):
+        net = make_net()
+        forwards = []
+        net.register_forward_hook(lambda *a, f=forwards: f.append(1))
+        opt = build_optimizer(name, net, lr=0.05, rho=0.3)
+        closure_for(net, x, y)()[0].backward()  # e.g. a gradient logged before training
+        forwards.clear()
+        for _ in range(3):
+            opt.zero_grad(set_to_none=set_to_none)
+            opt.step(closure_for(net, x, y))
+        runs[set_to_none] = (len(forwards), torch.cat([p.detach().flatten()
+                                                       for p in net.parameters()]))  # fmt: skip
+    assert runs[True][0] == runs[False][0] == 3 * (3 if name == "lsam" else 2)
+    torch.testing.assert_close(runs[True][1], runs[False][1], rtol=0, atol=0)
