@@ -2,12 +2,12 @@
 
 * **Bad input** prints one line (``prog: error: ...``) on stderr and exits with status 2, before
   any work and before anything is written: :class:`ArgumentParser` (argparse errors),
-  :class:`UsageError` (found by library code: a config value, an environment variable, a
-  corrupt saved file) and :class:`sims.extras.MissingExtraError`, both turned into that line by
-  :func:`run_cli`.
+  :class:`UsageError` (of :mod:`sims.errors`; found by library code: a config value, an
+  environment variable, a corrupt saved file) and :class:`sims.extras.MissingExtraError`,
+  both turned into that line by :func:`run_cli`.
 * **Environment variables** of the package are validated by :func:`check_env`, which
   :meth:`ArgumentParser.parse_args` calls right after parsing, so every CLI checks the same
-  variables the same way. A new variable is one entry in :data:`ENV_CHECKS`.
+  variables the same way. A new variable is one :func:`sims.errors.register_env_check` line.
 * **Sizes** are checked before allocating: :func:`check_resources` refuses a run whose memory
   estimate exceeds the machine's available memory (naming both) and announces a long one.
 * **Ctrl-C** ends the run with status 130 and one line (what was saved and how to resume);
@@ -33,11 +33,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from .errors import UsageError, env_checks, registered_env_checks
+
 __all__ = [
     "ArgumentParser",
     "add_folder_arguments",
     "check_folders",
-    "ENV_CHECKS",
     "Estimate",
     "LONG_RUN_SECONDS",
     "UsageError",
@@ -52,56 +53,24 @@ __all__ = [
 ]
 
 
-class UsageError(ValueError):
-    """Bad user input found by library code (an environment variable, a config or saved file).
-
-    A ``ValueError``, so library callers can catch it as one; :func:`run_cli` prints it as one
-    line and exits with status 2.
-    """
-
-
-# --------------------------------------------------------------------------- environment
-
-
-def _sbt_workers() -> object:
-    from sims.parallel import check_workers_env
-
-    return check_workers_env()
-
-
-def _sbt_executor() -> object:
-    from sims.parallel import check_executor_env
-
-    return check_executor_env()
-
-
-def _markov_scale() -> object:
-    from sims.markov.experiments import scale_from_env
-
-    return scale_from_env(False)
-
-
-#: Every environment variable of the package that changes what a CLI does, validated by
-#: :func:`check_env` before any work of every CLI: ``(name, checker)``. A checker takes no
-#: argument, returns the parsed value and raises ``ValueError`` (e.g. :class:`UsageError`)
-#: naming the variable, its value and the fix; it runs only when the variable is set, so a CLI
-#: pays nothing (no import) for variables nobody uses. Adding a variable is one line here.
-ENV_CHECKS: tuple[tuple[str, Callable[[], object]], ...] = (
-    ("SBT_WORKERS", _sbt_workers),
-    ("SBT_EXECUTOR", _sbt_executor),
-    ("MARKOV_SCALE", _markov_scale),
-)
+# Every environment variable of the package that changes what a CLI does is validated by
+# :func:`check_env` before any work of every CLI. Each is registered, with the function of the
+# module it concerns that checks it, in :mod:`sims.errors` (``register_env_check``); the check is
+# imported only when its variable is set, so a CLI pays nothing (no import) for variables nobody
+# uses, and this module imports no experiment module.
 
 
 def check_env(checks: Sequence[tuple[str, Callable[[], object]]] | None = None) -> None:
-    """Validate every set environment variable of :data:`ENV_CHECKS` (or of ``checks``).
+    """Validate every set environment variable registered in :mod:`sims.errors` (or ``checks``).
 
     Raises:
         UsageError: the first invalid variable's message (one line, naming it and the fix).
     """
     from sims.extras import MissingExtraError
 
-    for name, check in ENV_CHECKS if checks is None else checks:
+    if checks is None:
+        checks = env_checks({name for name in registered_env_checks() if name in os.environ})
+    for name, check in checks:
         if name not in os.environ:
             continue
         try:

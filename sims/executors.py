@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .cli import UsageError
+from .errors import UsageError
 
 __all__ = [
     "ENV",
@@ -58,6 +58,8 @@ __all__ = [
     "SlurmSettings",
     "SubmititExecutor",
     "check_executor",
+    "check_executor_env",
+    "check_workers_env",
     "chosen_executor",
     "close_clusters",
     "parse_executor",
@@ -99,7 +101,7 @@ def parse_executor(value: str, *, source: str | None = None) -> ExecutorSpec:
         source: where it came from, for the message (``"SBT_EXECUTOR"``); ``None``: not named.
 
     Raises:
-        sims.cli.UsageError: (a ``ValueError``) naming the value and the valid specs.
+        sims.errors.UsageError: (a ``ValueError``) naming the value and the valid specs.
     """
     where = f"{source}={value!r}" if source else repr(value)
     m = _SPEC.match(value.strip()) if isinstance(value, str) else None
@@ -122,7 +124,7 @@ def check_executor(spec: ExecutorSpec, *, env: Mapping[str, str] | None = None) 
     Raises:
         sims.extras.MissingExtraError: the ``cluster`` extra is missing (its message says how
             to install it).
-        sims.cli.UsageError: a bad ``SBT_SLURM_*`` variable or config file (for ``slurm``).
+        sims.errors.UsageError: a bad ``SBT_SLURM_*`` variable or config file (for ``slurm``).
     """
     from .extras import require
 
@@ -168,6 +170,41 @@ def chosen_executor(executor=None, *, env: Mapping[str, str] | None = None):
         f"`executor` must be a spec string ({SPECS}), a concurrent.futures.Executor or a "
         f"distributed.Client; got {type(executor).__name__}."
     )
+
+
+def check_workers_env() -> int | None:
+    """Validate ``$SBT_WORKERS`` (the process cap): its value, or ``None`` when unset.
+
+    Registered in :mod:`sims.errors`, so every CLI checks it before any work: a bad value is a
+    one-line usage error, not a traceback in the middle of a sweep.
+
+    Raises:
+        sims.errors.UsageError: (a ``ValueError``) if ``SBT_WORKERS`` is set but is not a
+            positive integer.
+    """
+    env = os.environ.get("SBT_WORKERS")
+    if env is None:
+        return None
+    if not env.strip().isdigit() or int(env) < 1:
+        raise UsageError(
+            f"SBT_WORKERS={env!r} must be a positive integer (e.g. SBT_WORKERS=2), or unset to "
+            "use every core."
+        )
+    return int(env)
+
+
+def check_executor_env() -> ExecutorSpec:
+    """Validate ``$SBT_EXECUTOR`` (and ``$SBT_SLURM_*`` for ``slurm``): the parsed spec.
+
+    Registered in :mod:`sims.errors` (checked by every CLI before any work); unset means
+    ``processes``.
+
+    Raises:
+        sims.errors.UsageError: (a ``ValueError``) a value that is not an executor spec, or a
+            bad SLURM setting.
+        sims.extras.MissingExtraError: the ``cluster`` extra that the executor needs is missing.
+    """
+    return chosen_executor()
 
 
 # ------------------------------------------------------------------------------------ SLURM
@@ -279,7 +316,7 @@ def slurm_settings(env: Mapping[str, str] | None = None) -> SlurmSettings:
     """The :class:`SlurmSettings` from ``$SBT_SLURM_CONFIG`` (a TOML file) and ``$SBT_SLURM_*``.
 
     Raises:
-        sims.cli.UsageError: an unknown or invalid variable or key, an unreadable file.
+        sims.errors.UsageError: an unknown or invalid variable or key, an unreadable file.
     """
     import tomllib
 
@@ -524,8 +561,6 @@ def _dask_client(spec: ExecutorSpec):
     from distributed import Client, LocalCluster
 
     if spec.kind == "dask-local":
-        from .parallel import check_workers_env
-
         n = spec.n_workers or check_workers_env() or os.cpu_count() or 1
         cluster = LocalCluster(n_workers=n,
                                threads_per_worker=1, processes=True, dashboard_address=":0",

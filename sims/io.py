@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .cli import UsageError
+from .errors import UsageError
 
 __all__ = [
     "UnreadableFileError",
@@ -207,7 +207,7 @@ _MAGIC = {".nc": (b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")}
 class UnreadableFileError(UsageError):
     """A saved result or checkpoint that cannot be read; the message names the file and the fix.
 
-    A :class:`sims.cli.UsageError` (so a ``ValueError``): CLIs print it as one line, exit 2.
+    A :class:`sims.errors.UsageError` (so a ``ValueError``): CLIs print it as one line, exit 2.
     """
 
 

@@ -40,6 +40,8 @@ from .executors import (
     ENV,
     ExecutorSpec,
     check_executor,
+    check_executor_env,
+    check_workers_env,
     chosen_executor,
     lease,
     parse_executor,
@@ -62,29 +64,6 @@ T = TypeVar("T")
 
 class SweepInterrupted(KeyboardInterrupt):
     """Ctrl-C during :func:`pmap`; the message says what was saved and how to resume."""
-
-
-def check_workers_env() -> int | None:
-    """Validate ``$SBT_WORKERS`` (the process cap): its value, or ``None`` when unset.
-
-    CLIs call this before any work, so a bad value is a one-line usage error, not a traceback
-    in the middle of a sweep.
-
-    Raises:
-        sims.cli.UsageError: (a ``ValueError``) if ``SBT_WORKERS`` is set but is not a positive
-            integer.
-    """
-    from sims.cli import UsageError
-
-    env = os.environ.get("SBT_WORKERS")
-    if env is None:
-        return None
-    if not env.strip().isdigit() or int(env) < 1:
-        raise UsageError(
-            f"SBT_WORKERS={env!r} must be a positive integer (e.g. SBT_WORKERS=2), or unset to "
-            "use every core."
-        )
-    return int(env)
 
 
 def default_workers(n_jobs: int) -> int:
@@ -141,20 +120,6 @@ class JobStore:
     def clear(self) -> None:
         """Delete every saved job."""
         shutil.rmtree(self.directory, ignore_errors=True)
-
-
-def check_executor_env() -> ExecutorSpec:
-    """Validate ``$SBT_EXECUTOR`` (and ``$SBT_SLURM_*`` for ``slurm``): the parsed spec.
-
-    CLIs call this before any work, beside :func:`check_workers_env`; unset means
-    ``processes``.
-
-    Raises:
-        sims.cli.UsageError: (a ``ValueError``) a value that is not an executor spec, or a bad
-            SLURM setting.
-        sims.extras.MissingExtraError: the ``cluster`` extra that the executor needs is missing.
-    """
-    return chosen_executor()
 
 
 _FROM_ENV = "$SBT_EXECUTOR, else processes"  # the flag's default: checked when the flag is absent

@@ -65,10 +65,12 @@ def test_parse_args_validates_the_environment(monkeypatch, capsys):
 
 
 def test_check_env_runs_each_set_variable_once(monkeypatch):
-    from sims.cli import ENV_CHECKS, check_env
+    from sims.cli import check_env
+    from sims.errors import registered_env_checks
 
-    assert [name for name, _ in ENV_CHECKS] == ["SBT_WORKERS", "SBT_EXECUTOR", "MARKOV_SCALE"]
-    for name, _ in ENV_CHECKS:
+    names = list(registered_env_checks())
+    assert names == ["SBT_WORKERS", "SBT_EXECUTOR", "MARKOV_SCALE"]
+    for name in names:
         monkeypatch.delenv(name, raising=False)
     check_env()
     monkeypatch.setenv("MARKOV_SCALE", "huge")
