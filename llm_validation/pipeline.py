@@ -673,6 +673,9 @@ def run_report(cfg: PipelineConfig, *, quiet: bool = False) -> str:
     if cfg.evaluate.checkpoints == "all":
         parts += ["Best checkpoint per column (by average): "
                   + ", ".join(f"{k}: {v}" for k, v in best_ckpt.items()), ""]  # fmt: skip
+    note = _synthesis_note(cfg, cols)
+    if note:
+        parts += [note, ""]
     sel_report = _run_dir(cfg) / "selection" / "report.md"
     if sel_report.exists():
         parts += ["## Selection", "", sel_report.read_text().split("\n", 2)[-1], ""]
@@ -681,6 +684,28 @@ def run_report(cfg: PipelineConfig, *, quiet: bool = False) -> str:
         tmp.write_text(text)
     _say(text, quiet)
     return text
+
+
+def _synthesis_note(cfg: PipelineConfig, cols: dict) -> str | None:
+    """What the Synth./Both columns mean when the synthesis kept few or no rephrasings."""
+    shown = [c for c in ("Synth.", "Both") if c in cols]
+    stage = _synthesis_stage(cfg).folder / "stage.json"
+    if not shown or not stage.exists():
+        return None
+    from sims.io import read_json
+
+    s = read_json(stage).get("summary", {})
+    kept, attempted = s.get("kept_after_recluster", s.get("accepted")), s.get("attempted")
+    if kept is None or attempted is None:
+        return None
+    if kept == 0:
+        why = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in s.get("rejected", {}).items())
+        return (f"Synthesis: 0 of {attempted} rephrasings accepted ({why or 'none kept'}), so "
+                f"the {' and '.join(shown)} column{'s' * (len(shown) > 1)} trained on the same "
+                "data as FT (FT+UP for Both): a rerun of that setting, not a test of synthesis. "
+                "The synthesizing model must follow the rephrasing prompt (an instruction "
+                "model; the demo's from-scratch target cannot).")  # fmt: skip
+    return f"Synthesis: {kept} of {attempted} rephrasings kept and added to the training data."
 
 
 def run_all(cfg: PipelineConfig, *, quiet: bool = False) -> str:

@@ -48,6 +48,10 @@ __all__ = [
     "fail",
     "format_bytes",
     "format_seconds",
+    "lock_outputs",
+    "positive_int",
+    "seed",
+    "seed_list",
     "machine_memory",
     "run_cli",
 ]
@@ -95,13 +99,118 @@ class ArgumentParser(argparse.ArgumentParser):
         """Print ``prog: error: message (see --help)`` and exit with status 2."""
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
-    def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's, plus check_env
-        parsed = super().parse_args(args, namespace)
+    def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's, plus checks
+        argv = list(sys.argv[1:] if args is None else args)
+        empty = _empty_value(argv)
+        if empty is not None:
+            self.error(empty)
+        parsed = super().parse_args(argv, namespace)
         try:
             check_env()
+            lock_outputs(parsed, prog=self.prog)
         except UsageError as exc:
             self.exit(2, f"{self.prog}: error: {exc}\n")
         return parsed
+
+
+def _empty_value(argv: Sequence[str]) -> str | None:
+    """The message for an empty value in ``argv`` (``--out ""``, ``--seeds=``), else ``None``.
+
+    No flag of the package takes an empty string: an empty path would mean the current folder,
+    an empty list "all" or a default, silently. A flag meaning "none" says so with a word.
+    """
+    for i, a in enumerate(argv):
+        if a == "--":
+            break
+        if a.startswith("--") and a.endswith("=") and len(a) > 3:
+            return f"argument {a[:-1]}: an empty value; give one (or leave the flag out)"
+        if isinstance(a, str) and not a.strip():
+            flag = argv[i - 1] if i and str(argv[i - 1]).startswith("-") else "a positional"
+            return f"argument {flag}: an empty value; give one (or leave the flag out)"
+    return None
+
+
+#: Attributes of a parsed command line that name where a run writes (locked while it runs).
+OUTPUT_ATTRIBUTES = ("out", "run_dir")
+#: Flags under which a command writes nothing (its outputs are not locked).
+NO_WRITE_ATTRIBUTES = ("no_write", "dry_run", "list", "print_config")
+
+
+def lock_outputs(args: argparse.Namespace, *, prog: str = "") -> None:
+    """Lock the run's output paths (``--out``, ``--run-dir``) against a second live run.
+
+    :func:`sims.io.acquire_run_lock`: another live process writing there is one line and exit
+    status 2; the locks are released when the command ends (:func:`run_cli`). Ranks > 0 of a
+    distributed launch share rank 0's outputs and take no lock.
+
+    Raises:
+        UsageError: naming the other run's PID and host.
+    """
+    from .io import acquire_run_lock
+
+    if any(getattr(args, a, False) for a in NO_WRITE_ATTRIBUTES):
+        return
+    if os.environ.get("RANK", "0").strip() not in ("0", ""):
+        return
+    for attr in OUTPUT_ATTRIBUTES:
+        value = getattr(args, attr, None)
+        if isinstance(value, str | os.PathLike) and str(value):
+            acquire_run_lock(value, arg="--" + attr.replace("_", "-"), prog=prog)
+
+
+def seed(text: str) -> int:
+    """An ``argparse`` type: a seed, a non-negative integer (numpy refuses negative seeds).
+
+    >>> seed("7")
+    7
+    """
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        msg = f"a seed must be a non-negative integer; got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"a seed must be a non-negative integer (numpy's generators refuse negative seeds); "
+            f"got {text!r}"
+        )
+    return value
+
+
+def seed_list(text: str) -> tuple[int, ...]:
+    """An ``argparse`` type: distinct non-negative seeds, comma-separated (``0,1,2``).
+
+    >>> seed_list("0,1,2")
+    (0, 1, 2)
+    """
+    parts = [t.strip() for t in str(text).split(",")]
+    if not text or not all(parts):
+        raise argparse.ArgumentTypeError(f"expected seeds like 0,1,2; got {text!r}")
+    try:
+        seeds = tuple(seed(t) for t in parts)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (in {text!r})") from None
+    repeated = sorted({x for x in seeds if seeds.count(x) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(
+            f"seed {repeated[0]} is given twice in {text!r}; a repeated seed is the same run"
+        )
+    return seeds
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: an integer >= 1 (a count, a size).
+
+    >>> positive_int("3")
+    3
+    """
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer (>= 1); got {text!r}")
+    return value
 
 
 def display_path(path: str | os.PathLike) -> str:
@@ -422,6 +531,9 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
         message = str(kb) or "interrupted"
         if owner:
             print(f"{prog}: error: {message}", file=sys.stderr)
+            from .io import release_run_locks
+
+            release_run_locks()  # os._exit skips the `finally` below
             _run_exit_handlers()
             for stream in (sys.stdout, sys.stderr):
                 try:
@@ -431,6 +543,9 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
             os._exit(143 if _TERMINATED else 130)
         fail(message, prog=prog, status=130)
     finally:
+        from .io import release_run_locks
+
+        release_run_locks()
         if previous is not None:
             import signal
 
