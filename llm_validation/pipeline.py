@@ -245,8 +245,25 @@ def check_inputs(cfg: PipelineConfig, step: str = "run-all", settings=None) -> N
                 raise ValueError(
                     f"`--settings` {setting!r} is not a setting; valid: {', '.join(SETTINGS)}."
                 )
+        if step == "finetune":  # every setting's inputs now, not after training the first
+            _check_finetune_inputs(cfg, settings or cfg.finetune.settings)
     if "benchmarks" in needs:
         load_benchmarks(cfg)
+
+
+def _check_finetune_inputs(cfg: PipelineConfig, settings: Sequence[str]) -> None:
+    """The earlier stages each of ``settings`` reads are finished (``finetune`` run alone)."""
+    for setting in settings:
+        if setting != "ft" and _selection_stage(cfg).check() != "done":
+            raise FileNotFoundError(
+                f"setting {setting!r} needs the selection, which is not in {cfg.run_dir} yet: run "
+                "`proxy` and `select` first (or `run-all`), or fine-tune only `--settings ft`."
+            )
+        if setting in ("synth", "both") and _synthesis_stage(cfg).check() != "done":
+            raise FileNotFoundError(
+                f"setting {setting!r} needs the synthesis, which is not in {cfg.run_dir} yet: run "
+                "`synthesize` first (or `run-all`)."
+            )
 
 
 # ----------------------------------------------------------------------------- stages

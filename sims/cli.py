@@ -49,6 +49,8 @@ __all__ = [
     "format_bytes",
     "format_seconds",
     "lock_outputs",
+    "non_negative_int",
+    "positive_float",
     "positive_int",
     "seed",
     "seed_list",
@@ -210,6 +212,32 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer (>= 1); got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An ``argparse`` type: an integer >= 0 (``0`` meaning a default, e.g. torch's threads)."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0; got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An ``argparse`` type: a finite number > 0 (a learning rate, a scale).
+
+    >>> positive_float("1e-3")
+    0.001
+    """
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a positive number; got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0; got {text!r}")
     return value
 
 
