@@ -392,10 +392,20 @@ def _confirm(args) -> int:
 # ----------------------------------------------------------------------------- the table
 
 
+def _read_only(add: Callable) -> Callable:
+    """``add``'s flags for a command that writes nothing: its --run-dir is not locked."""
+
+    def add_read_only(p: argparse.ArgumentParser) -> None:
+        add(p)
+        p.set_defaults(writes_nothing=True)  # sims.cli.lock_outputs
+
+    return add_read_only
+
+
 def _builtin_commands() -> dict[str, Command]:
     cmds = {s: Command(s, _STEP_HELP[s], _step_arguments(s), _run_step(s)) for s in STEPS}
     cmds["show-config"] = Command("show-config", "print the resolved run config (JSON)",
-                                  _config_arguments, _show_config)  # fmt: skip
+                                  _read_only(_config_arguments), _show_config)  # fmt: skip
     cmds["models"] = Command("models", "list the named models and the model cache",
                              _models_arguments, _models)  # fmt: skip
     cmds["convert"] = Command("convert", "convert a GGUF model into a cached HF folder (once)",

@@ -135,7 +135,7 @@ def _empty_value(argv: Sequence[str]) -> str | None:
 #: Attributes of a parsed command line that name where a run writes (locked while it runs).
 OUTPUT_ATTRIBUTES = ("out", "run_dir")
 #: Flags under which a command writes nothing (its outputs are not locked).
-NO_WRITE_ATTRIBUTES = ("no_write", "dry_run", "list", "print_config")
+NO_WRITE_ATTRIBUTES = ("no_write", "dry_run", "list", "markdown", "writes_nothing")
 
 
 def lock_outputs(args: argparse.Namespace, *, prog: str = "") -> None:

@@ -413,7 +413,20 @@ def lock_folder() -> Path:
     return Path(tempfile.gettempdir()) / f"sbtheory-locks-{uid}"
 
 
-def _process_start(pid: int) -> str | None:
+def lock_path(target: str | os.PathLike) -> Path:
+    """The lock file of output ``target`` (resolved from the current folder)."""
+    import hashlib
+
+    resolved = Path(target).expanduser().resolve()
+    return lock_folder() / (hashlib.sha256(str(resolved).encode()).hexdigest()[:24] + ".lock")
+
+
+def held_locks() -> list[Path]:
+    """The resolved output paths this process holds a lock on."""
+    return list(_LOCKS)
+
+
+def process_start(pid: int) -> str | None:
     """The start time of process ``pid`` (``/proc``; ``None`` where unknown): tells PID reuse."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
@@ -428,7 +441,7 @@ def _alive(pid: int, start: str | None) -> bool:
         return False
     except PermissionError:  # another user's live process
         return True
-    return start is None or _process_start(pid) in (None, start)
+    return start is None or process_start(pid) in (None, start)
 
 
 def acquire_run_lock(target: str | os.PathLike, *, arg: str = "--out", prog: str = "") -> Path:
@@ -446,16 +459,14 @@ def acquire_run_lock(target: str | os.PathLike, *, arg: str = "--out", prog: str
     Raises:
         UsageError: another live process (PID and host named) writes to ``target``.
     """
-    import hashlib
     import sys
 
     resolved = Path(target).expanduser().resolve()
     if resolved in _LOCKS:
         return _LOCKS[resolved]
-    folder = lock_folder()
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = folder / (hashlib.sha256(str(resolved).encode()).hexdigest()[:24] + ".lock")
-    me = {"pid": os.getpid(), "host": platform.node(), "start": _process_start(os.getpid()),
+    lock = lock_path(resolved)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    me = {"pid": os.getpid(), "host": platform.node(), "start": process_start(os.getpid()),
           "target": str(resolved), "command": " ".join([prog or sys.argv[0], *sys.argv[1:]]),
           "since": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}  # fmt: skip
     for _ in range(3):
