@@ -855,3 +855,100 @@ def test_sigint_jax_and_torch_clis(argv, marker, extra, tmp_path):
     if "--checkpoint" in argv:
         assert "c.pt" in line
     assert not list(tmp_path.glob("*.nc"))
+
+
+# --------------------------------------------------------------------------- README vs --help
+
+
+def _readme_commands() -> list[tuple[str, tuple[str, ...], str]]:
+    """``(module, subcommand, row)`` for each command of the README's "What you can run" table.
+
+    A row's first cell holds one or more commands (``python -m MOD [SUB] ...``, ``/``-separated;
+    a bare ``SUB ...`` continues the previous module); ``{a,b}`` and ``[a|b]`` list subcommands;
+    ``<step>`` stands for the subcommands named in the row's description.
+    """
+    text = (REPO / "README.md").read_text()
+    table = text.split("## What you can run", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in table.splitlines() if r.startswith("| `python")]
+    found = []
+    for row in rows:
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+        module = None
+        for cmd in re.findall(r"`([^`]+)`", cells[0]):
+            words = cmd.replace("\\|", "|").split()
+            if words[0] == "python" and words[1] == "-m":
+                module, rest = words[2], words[3:]
+            elif words[0] == "python":  # python benchmarks/<name>.py: the benchmark tests
+                continue
+            else:
+                rest = words
+            head = rest[0] if rest else ""
+            if head.startswith(("{", "[")):
+                subs = [(), *[(s,) for s in re.split(r"[,|]", head.strip("{}[]"))]]
+            elif head == "<step>":
+                named = {w.split()[0] for w in re.findall(r"`([^`]+)`", cells[2])}
+                known = _subcommands().get(module, set())  # prose names other things too
+                subs = [(s,) for s in sorted(named & known)]
+            elif head and not head.startswith("-"):
+                subs = [(head,)]
+            else:
+                subs = [()]
+            found += [(module, sub, row) for sub in subs]
+    return found
+
+
+@functools.cache
+def _subcommands() -> dict[str, set[str]]:
+    """The subcommands each CLI has, from its own code: each must be in the README's table."""
+    from sims.linear_attention.__main__ import COMMANDS as la
+    from sims.markov.__main__ import build_parser
+
+    markov = next(a for a in build_parser()._actions if a.choices and "ode" in a.choices)
+    subs = {"sims.linear_attention": set(la), "sims.markov": set(markov.choices),
+            "figures": {"report", "summaries"}}  # fmt: skip
+    try:
+        from llm_validation.__main__ import command_names
+
+        subs["llm_validation"] = set(command_names())
+    except ImportError:
+        pass
+    return subs
+
+
+_MODULES = {"llm_validation": "llm_validation.__main__", "theory": "theory.__main__",
+            "figures": "figures.__main__", "sims.markov": "sims.markov.__main__",
+            "sims.linear_attention": "sims.linear_attention.__main__"}  # fmt: skip
+
+
+def test_readme_lists_every_subcommand():
+    """The README named ``sims.linear_attention {train,figure1}``: no ``train``, two missing."""
+    listed = {(m, s[0]) for m, s, _ in _readme_commands() if s}
+    for module, subs in _subcommands().items():
+        missing = sorted(s for s in subs if (module, s) not in listed)
+        assert not missing, f"README's command table lacks `python -m {module}` {missing}"
+
+
+@pytest.mark.parametrize(("module", "sub", "row"),
+                         [pytest.param(*c, id=" ".join([c[0], *c[1]])) for c in _readme_commands()])
+def test_readme_command_agrees_with_its_help(module, sub, row, capsys):
+    """Each README command runs its ``--help``; each flag its row names is in that help."""
+    cli = Cli(module, _MODULES.get(module, module), sub,
+              extra=("llm",) if module.startswith("llm") else ())  # fmt: skip
+    if module == "sims.linear_attention":
+        cli = dataclasses.replace(cli, extra=("jax",))
+    known = _subcommands().get(module)
+    if sub and known is not None:
+        assert sub[0] in known, f"README: `python -m {module} {sub[0]}` is not a command"
+    code, out, err = _run(cli, ["--help"], capsys)
+    assert code == 0, err
+    helps = out
+    if module == "llm_validation" and not sub:
+        return
+    flags = set(re.findall(r"`[^`]*?(--[a-z][a-z0-9-]*)", row))
+    # flags of the row's other commands, or of the whole package (documented elsewhere)
+    siblings = [s for m, s, r in _readme_commands() if m == module and r == row and s != sub]
+    for other in siblings:
+        helps += _run(dataclasses.replace(cli, prefix=other), ["--help"], capsys)[1]
+    missing = sorted(f for f in flags if f not in helps)
+    assert not missing, f"README row of `python -m {module} {' '.join(sub)}` names {missing}, " \
+        "which no --help of its commands shows"
