@@ -459,8 +459,9 @@ def _run_synthesize(cfg: PipelineConfig, *, quiet: bool = False) -> list[Example
                "acceptance": res.acceptance, "rejected": res.rejected,
                "kept_after_recluster": len(kept), "recluster": recluster}  # fmt: skip
     stage.finish(summary)
+    why = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in res.rejected.items()) or "none"
     _say(f"synthesize: {len(res.examples)}/{res.attempted} accepted, {len(kept)} kept "
-         f"(rejected: {res.rejected})", quiet)  # fmt: skip
+         f"(rejected: {why})", quiet)  # fmt: skip
     return kept
 
 
