@@ -109,7 +109,8 @@ class ArgumentParser(argparse.ArgumentParser):
         parsed = super().parse_args(argv, namespace)
         try:
             check_env()
-            lock_outputs(parsed, prog=self.prog)
+            if _RUNNING:  # a command run by run_cli (not a parser used by a library or a test)
+                lock_outputs(parsed, prog=self.prog)
         except UsageError as exc:
             self.exit(2, f"{self.prog}: error: {exc}\n")
         return parsed
@@ -141,6 +142,7 @@ NO_WRITE_ATTRIBUTES = ("no_write", "dry_run", "list", "markdown", "writes_nothin
 def lock_outputs(args: argparse.Namespace, *, prog: str = "") -> None:
     """Lock the run's output paths (``--out``, ``--run-dir``) against a second live run.
 
+    Called by :meth:`ArgumentParser.parse_args` for a command run by :func:`run_cli`;
     :func:`sims.io.acquire_run_lock`: another live process writing there is one line and exit
     status 2; the locks are released when the command ends (:func:`run_cli`). Ranks > 0 of a
     distributed launch share rank 0's outputs and take no lock.
@@ -516,6 +518,9 @@ def _install_sigint_handler(prog: str):
     return previous, previous_term
 
 
+#: The commands :func:`run_cli` is running (nested calls stack): their parsers lock outputs.
+_RUNNING: list[str] = []
+
 #: Set once SIGTERM arrived (the interrupt then ends with status 143 instead of 130).
 _TERMINATED: list = []
 
@@ -541,6 +546,7 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
     owner = argv is None  # the process's own command line: this call owns the process
     previous = _install_sigint_handler(prog) if owner else None
     _TERMINATED.clear()
+    _RUNNING.append(prog)
     try:
         return main(argv)
     except (UsageError, MissingExtraError) as exc:
@@ -573,7 +579,9 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
     finally:
         from .io import release_run_locks
 
-        release_run_locks()
+        _RUNNING.pop()
+        if not _RUNNING:
+            release_run_locks()
         if previous is not None:
             import signal
 
