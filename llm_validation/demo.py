@@ -167,10 +167,19 @@ def run_demo(out: str | os.PathLike, *, size: str = "small", quiet: bool = False
 
     ensure_writable(out, kind="dir", arg="--out")
     corpus = out / "corpus"
+    done = f"written by python -m llm_validation demo --size {size}\n"
+    if (corpus / "DONE").exists() and (corpus / "DONE").read_text() != done:
+        from sims.errors import UsageError
+
+        there = (corpus / "DONE").read_text().strip().removeprefix("written by ")
+        raise UsageError(
+            f"--out {str(out)!r} holds a demo of another size ({there}); give another --out, "
+            "or delete it to rerun"
+        )
     if not (corpus / "DONE").exists():
         _say(f"demo: writing the corpus ({s.n_train} training problems) to {corpus}", quiet)
         write_corpus(corpus, n_train=s.n_train, n_test=s.n_test, n_pretrain=s.n_pretrain, seed=0)
-        (corpus / "DONE").write_text("written by python -m llm_validation demo\n")
+        (corpus / "DONE").write_text(done)
     pre = load_mathinstruct(corpus / "pretrain.json")
     models = {}
     for name, hidden, layers in (("target", s.target_hidden, s.target_layers),

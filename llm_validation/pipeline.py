@@ -718,9 +718,10 @@ def _synthesis_note(cfg: PipelineConfig, cols: dict) -> str | None:
         return None
     if kept == 0:
         why = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in s.get("rejected", {}).items())
+        same = " and ".join({"Synth.": "FT", "Both": "FT+UP"}[c] for c in shown)
         return (f"Synthesis: 0 of {attempted} rephrasings accepted ({why or 'none kept'}), so "
                 f"the {' and '.join(shown)} column{'s' * (len(shown) > 1)} trained on the same "
-                "data as FT (FT+UP for Both): a rerun of that setting, not a test of synthesis. "
+                f"data as {same}: a rerun of that setting, not a test of synthesis. "
                 "The synthesizing model must follow the rephrasing prompt (an instruction "
                 "model; the demo's from-scratch target cannot).")  # fmt: skip
     return f"Synthesis: {kept} of {attempted} rephrasings kept and added to the training data."

@@ -29,6 +29,14 @@ nodes share (or be activated by ``SBT_SLURM_SETUP``). Results come back to the s
 process, which writes them (:class:`sims.parallel.JobStore`); workers need no shared folder
 for the results (SLURM's job files go to ``SBT_SLURM_FOLDER``, which the nodes must see).
 
+**Checked before any work** (:func:`check_executor`, at a CLI's parsing): ``slurm`` needs
+SLURM's commands on ``PATH`` (or ``SBT_SLURM_CLUSTER=local``); ``dask://HOST:PORT`` must answer
+and have a worker within :data:`DASK_TIMEOUT` seconds each, and every worker must import the
+same package source as the submitter (:func:`source_fingerprint`, a hash of the ``.py`` files;
+also shipped with each job and checked on the worker, for workers that join later). A mismatch
+is a :class:`SourceMismatch` naming both hashes and folders. Every result file records the
+executor (:func:`executor_in_use`, ``executor`` in :func:`sims.io.provenance`).
+
 Examples:
     >>> parse_executor("dask-local:2")
     ExecutorSpec(kind='dask-local', n_workers=2, address=None)

@@ -62,6 +62,12 @@ def test_demo_runs_every_step_and_says_where_to_look(tmp_path, monkeypatch, caps
     t0 = time.perf_counter()
     assert main(["demo", "--size", "tiny", "--out", str(out), "--quiet"]) == 0  # resumes: no-op
     assert time.perf_counter() - t0 < 15
+    # the default size into the same folder reused the tiny corpus: refused, nothing changed
+    before = sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*"))
+    assert main(["demo", "--out", str(out), "--quiet"]) == 2
+    assert "holds a demo of another size (python -m llm_validation demo --size tiny)" in (
+        capsys.readouterr().err)  # fmt: skip
+    assert sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*")) == before
 
 
 def _selection_axes(run: Path, monkeypatch) -> list[str]:
