@@ -707,8 +707,10 @@ def run_report(cfg: PipelineConfig, *, quiet: bool = False) -> str:
 def _synthesis_note(cfg: PipelineConfig, cols: dict) -> str | None:
     """What the Synth./Both columns mean when the synthesis kept few or no rephrasings."""
     shown = [c for c in ("Synth.", "Both") if c in cols]
+    if not shown:
+        return None
     stage = _synthesis_stage(cfg).folder / "stage.json"
-    if not shown or not stage.exists():
+    if not stage.exists():
         return None
     from sims.io import read_json
 

@@ -110,7 +110,7 @@ def test_help_imports_no_heavy_module():
         (["convert", "/no/such/model.gguf"], "does not exist"),
         (["show-config", "--set", "proxy.lr"], "`--set` expects KEY=VALUE"),
         (["show-config", "--set", "proxy.lrr=1"], r"did you mean 'lr'"),
-        (["confirm", "--seeds", "1,a", "--dry-run"], "`--seeds` must be comma-separated"),
+        (["confirm", "--seeds", "1,a", "--dry-run"], "--seeds: a seed must be a non-negative"),
         (["confirm", "--reuse", "/no/such/run", "--dry-run"], "`--reuse`=.* is not the folder"),
         (["confirm", "--epochs", "0", "--dry-run"], "`--epochs` must be > 0"),
     ],
