@@ -75,5 +75,5 @@ def env_checks(names: set[str] | None = None) -> list[tuple[str, Callable[[], ob
 
 # The package's variables, each checked by the module it concerns (imported only when set).
 register_env_check("SBT_WORKERS", "sims.executors:check_workers_env")
-register_env_check("SBT_EXECUTOR", "sims.executors:check_executor_env")
+register_env_check("SBT_EXECUTOR", "sims.executors:check_executor_setting")
 register_env_check("MARKOV_SCALE", "sims.markov.experiments:check_scale_env")

@@ -67,6 +67,7 @@ __all__ = [
     "SubmititExecutor",
     "check_executor",
     "check_executor_env",
+    "check_executor_setting",
     "check_source",
     "check_workers_env",
     "chosen_executor",
@@ -300,11 +301,22 @@ def check_workers_env() -> int | None:
     return int(env)
 
 
+def check_executor_setting() -> ExecutorSpec:
+    """``$SBT_EXECUTOR`` checked as every CLI checks it (registered in :mod:`sims.errors`).
+
+    Its spec, extra, SLURM settings and commands; a ``dask://`` scheduler is not contacted
+    here: a CLI that runs sweeps does so at its parsing (:func:`check_executor_env`, through
+    ``--executor``), so a command without sweeps (``theory --list``) does not wait on it.
+    """
+    value = os.environ.get(ENV) or "processes"
+    return check_executor(parse_executor(value, source=ENV), connect=False)
+
+
 def check_executor_env() -> ExecutorSpec:
     """Validate ``$SBT_EXECUTOR`` (and ``$SBT_SLURM_*`` for ``slurm``): the parsed spec.
 
-    Registered in :mod:`sims.errors` (checked by every CLI before any work); unset means
-    ``processes``.
+    Checked before any work by every CLI that runs sweeps (``--executor``'s default);
+    unset means ``processes``. A ``dask://`` scheduler is contacted (:func:`check_executor`).
 
     Raises:
         sims.errors.UsageError: (a ``ValueError``) a value that is not an executor spec, or a
