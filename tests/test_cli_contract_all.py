@@ -952,3 +952,28 @@ def test_readme_command_agrees_with_its_help(module, sub, row, capsys):
     missing = sorted(f for f in flags if f not in helps)
     assert not missing, f"README row of `python -m {module} {' '.join(sub)}` names {missing}, " \
         "which no --help of its commands shows"
+
+
+def test_an_executor_without_effect_is_noted(tmp_path, monkeypatch, capsys):
+    """``--executor`` on a figure that runs in one process was silently ignored (row 13)."""
+    import concurrent.futures as cf
+
+    import figures.fig_sam_entropy as fig
+    from figures.__main__ import main
+    from sims.parallel import pmap
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["--only", "sam_entropy", "--quick", "--out", "o", "--results", "r",
+            "--executor", "processes"]  # fmt: skip
+    monkeypatch.setattr(fig, "make", lambda *a, **k: [])
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "[sam_entropy] note: --executor processes had no effect: figure sam_entropy ran in " \
+        "this process" in err
+    with cf.ThreadPoolExecutor(2) as pool:  # a figure whose sweep goes to the executor: no note
+        monkeypatch.setattr(fig, "make", lambda *a, **k: pmap(abs, [-1, -2], executor=pool) and [])
+        assert main(argv) == 0
+    assert "no effect" not in capsys.readouterr().err
+    monkeypatch.setattr(fig, "make", lambda *a, **k: [])
+    assert main(argv[:-2]) == 0  # no --executor: no note either
+    assert "no effect" not in capsys.readouterr().err
