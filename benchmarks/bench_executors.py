@@ -17,10 +17,11 @@ Usage: ``python benchmarks/bench_executors.py [--repeat 3] [--steps 60000]``; pr
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
+
+from sims.cli import ArgumentParser, positive_int
 
 
 def _sweep(steps: int):
@@ -36,9 +37,13 @@ def _timed(steps: int) -> tuple[float, object]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--repeat", type=int, default=3, help="interleaved repetitions (default 3)")
-    p.add_argument("--steps", type=int, default=60000, help="GD/SAM steps per job (default 60000)")
+    p = ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--repeat", type=positive_int, default=3, help="interleaved repetitions (default 3)"
+    )
+    p.add_argument(
+        "--steps", type=positive_int, default=60000, help="GD/SAM steps per job (default 60000)"
+    )
     a = p.parse_args(argv)
     from sims.executors import close_clusters
     from sims.markov.beyond import _ode_stage_times

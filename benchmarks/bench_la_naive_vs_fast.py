@@ -10,19 +10,20 @@ difference along the trajectory.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
+from sims.cli import ArgumentParser, positive_float, positive_int
+
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--P", type=int, default=2000)
-    p.add_argument("--N", type=int, default=31)
-    p.add_argument("--d", type=int, default=4)
-    p.add_argument("--H", type=int, default=5)
-    p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--lr", type=float, default=0.02)
+    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--P", type=positive_int, default=2000)
+    p.add_argument("--N", type=positive_int, default=31)
+    p.add_argument("--d", type=positive_int, default=4)
+    p.add_argument("--H", type=positive_int, default=5)
+    p.add_argument("--steps", type=positive_int, default=200)
+    p.add_argument("--lr", type=positive_float, default=0.02)
     args = p.parse_args(argv)
     import jax
 

@@ -18,7 +18,6 @@ statistics and the anchor comparison (linattn-icl: ~8.7 s per full-batch step he
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -26,6 +25,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from sims.cli import ArgumentParser, positive_int
 
 T0 = time.perf_counter()
 ANCHOR_S_PER_STEP = 8.7
@@ -55,13 +56,15 @@ def _repeat(argv: list[str], repeats: int) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", type=int, default=25)
-    p.add_argument("--steps", type=int, default=200_001)
+    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=positive_int, default=25)
+    p.add_argument("--steps", type=positive_int, default=200_001)
     p.add_argument("--methods", choices=["paper", "all"], default="all")
-    p.add_argument("--P", type=int, default=80_000)
+    p.add_argument("--P", type=positive_int, default=80_000)
     p.add_argument("--data", choices=["wishart", "tokens"], default="wishart")
-    p.add_argument("--repeats", type=int, default=1, help="fresh interpreters (min and median)")
+    p.add_argument(
+        "--repeats", type=positive_int, default=1, help="fresh interpreters (min and median)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON line (wall, CPU)")
     args = p.parse_args(argv)
     if args.repeats > 1:

@@ -19,13 +19,13 @@ at 256 new tokens.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's packages
+from sims.cli import ArgumentParser, non_negative_int, positive_int  # noqa: E402 - this checkout's
 
 
 def _model(spec: str, device: str, dtype: str):
@@ -70,16 +70,20 @@ def main(argv=None) -> None:
     from llm_validation.corpus import generate_benchmarks, generate_corpus
     from llm_validation.data import Example, format_prompt, tokenize_examples
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="auto", help="model spec, 'tiny', 'smollm2-random' or 'auto'")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", default="auto")
-    p.add_argument("--n-loss", type=int, default=256, help="examples for loss recording")
-    p.add_argument("--n-gen", type=int, default=32, help="problems for generation")
-    p.add_argument("--new-tokens", type=int, default=256, help="max new tokens per problem")
-    p.add_argument("--gen-batch", type=int, default=32)
-    p.add_argument("--loss-batch-tokens", type=int, default=8192)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--n-loss", type=positive_int, default=256, help="examples for loss recording")
+    p.add_argument("--n-gen", type=positive_int, default=32, help="problems for generation")
+    p.add_argument(
+        "--new-tokens", type=positive_int, default=256, help="max new tokens per problem"
+    )
+    p.add_argument("--gen-batch", type=positive_int, default=32)
+    p.add_argument("--loss-batch-tokens", type=positive_int, default=8192)
+    p.add_argument(
+        "--threads", type=non_negative_int, default=0, help="torch threads (0: torch's default)"
+    )
     a = p.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)

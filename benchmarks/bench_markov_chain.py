@@ -10,19 +10,19 @@ the load average (the cores are shared).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 
 import numpy as np
 
+from sims.cli import ArgumentParser, positive_int
 from sims.markov.chain import ChainConfig, MarkovChain, best_restricted_log_probs
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--repeat", type=int, default=3, help="timed repetitions (default 3)")
+    p = ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--repeat", type=positive_int, default=3, help="timed repetitions (default 3)")
     p.add_argument("--skip-best", action="store_true", help="time only the sampler")
     a = p.parse_args(argv)
     chain = MarkovChain(ChainConfig.hierarchical(w=12), seed=0)

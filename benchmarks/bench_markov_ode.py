@@ -6,17 +6,17 @@ since the 2 cores are shared).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 
+from sims.cli import ArgumentParser, positive_int
 from sims.markov.tensor_dynamics import FlowConfig, solve_flow, stage_times
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--repeat", type=int, default=3)
+    p = ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--repeat", type=positive_int, default=3)
     a = p.parse_args(argv)
     cfg = FlowConfig(T=40, t_max=1e4)
     solve_flow(FlowConfig(T=5, t_max=10.0))  # numba compile / cache load

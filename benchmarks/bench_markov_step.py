@@ -10,7 +10,6 @@ Usage: ``python benchmarks/bench_markov_step.py --model minimal|full [--device c
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -18,16 +17,17 @@ import time
 import torch
 import torch.nn.functional as F
 
+from sims.cli import ArgumentParser, positive_int
 from sims.markov.models import FullConfig, MinimalConfig, build_model, param_groups
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", choices=("minimal", "full"), default="minimal")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=3000)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--steps", type=positive_int, default=5)
+    p.add_argument("--batch-size", type=positive_int, default=3000)
+    p.add_argument("--threads", type=positive_int, default=2)
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)

@@ -11,13 +11,14 @@ is inflated by other jobs; the CPU time much less so.
 
 from __future__ import annotations
 
-import argparse
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from sims.cli import ArgumentParser, positive_int
 
 TARGET_S = 10.0
 
@@ -41,8 +42,8 @@ def _row(label: str, walls: list[float], cpus: list[float]) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=3)
+    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=positive_int, default=3)
     args = p.parse_args(argv)
     from sims.sam_entropy import SamEntropyConfig, SweepConfig, check_theorem, spectrum, sweep
 

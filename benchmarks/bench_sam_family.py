@@ -36,6 +36,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's packages, also when run as a script
+from sims.cli import ArgumentParser, positive_int  # noqa: E402 - this checkout's
+
 OPTIMIZERS = ("adamw", "sgd", "muon", "sam", "fsam", "psam", "pfsam", "lsam", "angle_sam", "asam")
 MODEL = dict(vocab_size=2048, seq_len=128, n_layer=4, n_head=4, d_model=128)
 OPTIONS = {"angle_sam": {"angle_weights": (0.5, 0.5)}, "asam": {"adaptive": True, "rho": 0.5}}
@@ -82,12 +84,16 @@ def _hardware(a) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--reps", type=int, default=3, help="interleaved repetitions (default 3)")
-    p.add_argument("--steps", type=int, default=5, help="timed steps per run (default 5)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
-    p.add_argument("--batch-size", type=int, default=16, help="sequences per step (default 16)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p = ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--reps", type=positive_int, default=3, help="interleaved repetitions (default 3)"
+    )
+    p.add_argument("--steps", type=positive_int, default=5, help="timed steps per run (default 5)")
+    p.add_argument("--warmup", type=positive_int, default=2, help="untimed steps first (default 2)")
+    p.add_argument(
+        "--batch-size", type=positive_int, default=16, help="sequences per step (default 16)"
+    )
+    p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument(
         "--autocast",

@@ -15,20 +15,25 @@ provisional).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 
 import torch
 
+from sims.cli import ArgumentParser, positive_int
+
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=200, help="steps per timed run (default 200)")
-    p.add_argument("--reps", type=int, default=3, help="interleaved repetitions (default 3)")
-    p.add_argument("--every", type=int, default=10, help="recording interval (default 10)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p = ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--steps", type=positive_int, default=200, help="steps per timed run (default 200)"
+    )
+    p.add_argument(
+        "--reps", type=positive_int, default=3, help="interleaved repetitions (default 3)"
+    )
+    p.add_argument("--every", type=positive_int, default=10, help="recording interval (default 10)")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1)")
     a = p.parse_args(argv)
     if min(a.steps, a.reps, a.every, a.threads) < 1:
         p.error("--steps, --reps, --every and --threads must be >= 1")

@@ -21,14 +21,13 @@ The line ``max |Δθ| = <x> over <n> runs`` sums up; exit status 1 when it excee
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's packages, also when run as a script
-
+from sims.cli import ArgumentParser, positive_int  # noqa: E402 - this checkout's
 
 #: davda54/sam divides by ‖g‖ + 1e-12: a 1e-12-relative change per step, ~1e-11 after 20 steps.
 TOL = 1e-9
@@ -86,10 +85,10 @@ def _run(opt_cls, base, kw, api, steps):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sam-py", type=Path, required=True,
                    help="path of davda54/sam's sam.py (not shipped here)")  # fmt: skip
-    p.add_argument("--steps", type=int, default=20, help="steps per run (default 20)")
+    p.add_argument("--steps", type=positive_int, default=20, help="steps per run (default 20)")
     a = p.parse_args(argv)
     if a.steps < 1:
         p.error("--steps must be >= 1")

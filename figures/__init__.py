@@ -153,10 +153,16 @@ def figure_main(
             check_folders(args)
         except (MissingExtraError, ValueError) as exc:
             parser.error(str(exc))
+        from sims.parallel import DISPATCHED, executor_notice
+
+        before = DISPATCHED[0]
         paths = make(args.out, results_dir=args.results, quick=args.quick,
                      recompute=args.recompute)  # fmt: skip
         for p in paths:
             print(p)
+        note = executor_notice(args, before, f"figure {spec.name}")
+        if note:
+            print(f"{prog}: {note}", file=sys.stderr)
         return 0
 
     return run_cli(cli, argv, prog=prog)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from sims.cli import ArgumentParser, add_folder_arguments, check_folders, run_cli
 from sims.extras import EXTRAS
-from sims.parallel import add_executor_argument
+from sims.parallel import DISPATCHED, add_executor_argument, executor_notice
 
 from . import DEFAULT_OUT, DEFAULT_RESULTS, discover, figure_map
 
@@ -85,6 +85,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     names = [n for n in names if n not in missing]
     for i, name in enumerate(names):
         t0 = time.perf_counter()
+        before = DISPATCHED[0]
         try:
             with _results_for(figures[name].FIGURE, args) as results_dir:
                 paths = figures[name].make(
@@ -98,6 +99,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
         dt = time.perf_counter() - t0
         for p in paths:
             print(f"[{name}] {p}  ({dt:.1f} s)")
+        note = executor_notice(args, before, f"figure {name}")
+        if note:
+            print(f"[{name}] {note}", file=sys.stderr)
     return 0
 
 

@@ -17,6 +17,7 @@ the GPU campaign, ``python -m llm_validation campaign --stage sosd``, runs it).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -111,8 +112,10 @@ def plot(results_dir, summary: dict, *, scale: str = "cpu", path=None):
 
     sp, h = _load(results_dir, scale, "constant", 0)
     st = sp.step.values
-    wc = np.nanmean(sp.weight_cos_final.values, axis=1)
-    sc = np.nanmean(sp.spectral_cos_final.values, axis=1)
+    with warnings.catch_warnings():  # steps with no finite matrix are NaN, dropped below
+        warnings.simplefilter("ignore", RuntimeWarning)  # ("Mean of empty slice")
+        wc = np.nanmean(sp.weight_cos_final.values, axis=1)
+        sc = np.nanmean(sp.spectral_cos_final.values, axis=1)
     ok = np.isfinite(wc)
     a.semilogy(st[ok], 1 - wc[ok], "o-", ms=3, label="1 − cos⟨W_t, W_T⟩")
     a.semilogy(st, np.maximum(1 - sc, 1e-12), "--", label="1 − cos⟨Σ_t, Σ_T⟩")

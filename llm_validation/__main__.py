@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sims.cli import ArgumentParser, UsageError, run_cli
+from sims.cli import ArgumentParser, UsageError, run_cli, seed, seed_list
 
 PROG = "python -m llm_validation"
 WHAT = PROG  # the name used in "needs the `llm` extra" messages
@@ -223,7 +223,7 @@ def _corpus_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-pretrain", type=int, default=0, help="pre-training problems")
     p.add_argument("--n-heldout", type=int, default=0,
                    help="clean held-out problems (training distribution)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="seed")
+    p.add_argument("--seed", type=seed, default=0, help="seed")
     p.add_argument("--noise-rate", type=float, default=0.0,
                    help="fraction of training answers made wrong")  # fmt: skip
 
@@ -319,7 +319,8 @@ def available_memory() -> int:
 
 def _confirm_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", choices=("cpu", "gpu"), default="cpu", help="scale")
-    p.add_argument("--seeds", default=None, help="comma-separated seeds (default 0,1,2)")
+    p.add_argument("--seeds", type=seed_list, default=None,
+                   help="distinct non-negative seeds, comma-separated (default 0,1,2)")
     p.add_argument("--variants", default=None,
                    help="comma-separated variants, or 'all' (default: the scale's; see "
                         "llm_validation.confirm.VARIANTS)")  # fmt: skip
@@ -350,14 +351,8 @@ def _confirm(args) -> int:
     from llm_validation.runs import leave_no_empty_folders
 
     cfg = SCALES[args.scale]
-    if args.seeds:
-        try:
-            seeds = tuple(int(x) for x in args.seeds.split(","))
-        except ValueError:
-            raise ValueError(
-                f"`--seeds` must be comma-separated integers; got {args.seeds!r}."
-            ) from None
-        cfg = dataclasses.replace(cfg, seeds=seeds)
+    if args.seeds is not None:  # parsed by sims.cli.seed_list: distinct, non-negative
+        cfg = dataclasses.replace(cfg, seeds=args.seeds)
     if args.variants == "all":
         from llm_validation.confirm import VARIANTS
 
@@ -397,10 +392,20 @@ def _confirm(args) -> int:
 # ----------------------------------------------------------------------------- the table
 
 
+def _read_only(add: Callable) -> Callable:
+    """``add``'s flags for a command that writes nothing: its --run-dir is not locked."""
+
+    def add_read_only(p: argparse.ArgumentParser) -> None:
+        add(p)
+        p.set_defaults(writes_nothing=True)  # sims.cli.lock_outputs
+
+    return add_read_only
+
+
 def _builtin_commands() -> dict[str, Command]:
     cmds = {s: Command(s, _STEP_HELP[s], _step_arguments(s), _run_step(s)) for s in STEPS}
     cmds["show-config"] = Command("show-config", "print the resolved run config (JSON)",
-                                  _config_arguments, _show_config)  # fmt: skip
+                                  _read_only(_config_arguments), _show_config)  # fmt: skip
     cmds["models"] = Command("models", "list the named models and the model cache",
                              _models_arguments, _models)  # fmt: skip
     cmds["convert"] = Command("convert", "convert a GGUF model into a cached HF folder (once)",

@@ -108,7 +108,7 @@ class DataConfig:
     max_eval_items: int | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "benchmarks", tuple(self.benchmarks))
+        object.__setattr__(self, "benchmarks", _names(self.benchmarks))
         object.__setattr__(self, "benchmark_files", dict(self.benchmark_files))
         for b in (*self.benchmarks, *self.benchmark_files):
             if b not in BENCHMARKS:
@@ -276,7 +276,7 @@ class FinetuneConfig:
     save_steps: int = SAVE_STEPS
 
     def __post_init__(self):
-        object.__setattr__(self, "settings", tuple(self.settings))
+        object.__setattr__(self, "settings", _names(self.settings))
         object.__setattr__(self, "optimizer_kwargs", dict(self.optimizer_kwargs))
         if not isinstance(self.lora_targets, str):
             object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
@@ -487,6 +487,16 @@ def load_config(
     if not isinstance(run_dir, str) or not run_dir:
         raise ValueError(f"`run_dir` must be a non-empty path string; got {run_dir!r}.")
     return PipelineConfig(run_dir=run_dir, **kwargs)
+
+
+def _names(value) -> tuple:
+    """A list of names from a list or one string (``--set finetune.settings=ft,ft_up``).
+
+    A string is a comma-separated list, never iterated letter by letter.
+    """
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(","))
+    return tuple(value)
 
 
 def config_to_dict(cfg) -> dict[str, Any]:

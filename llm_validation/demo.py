@@ -100,9 +100,17 @@ def run(args) -> int:
         paths = run_demo(out, size=args.size, quiet=args.quiet)
     print(f"demo finished in {time.perf_counter() - t0:.0f} s; where to look:")
     for what, path in paths.items():
-        print(f"  {what:<11} {path}")
-    print(f"rerun one step: python -m llm_validation STEP --config {paths['config']}")
+        print(f"  {what:<11} {_shown(path)}")
+    print(f"rerun one step: python -m llm_validation STEP --config {_shown(paths['config'])}")
     return 0
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the current folder when below it (as the user typed ``--out``)."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _model_config(size: DemoSize, hidden: int, layers: int):
@@ -147,7 +155,9 @@ def run_demo(out: str | os.PathLike, *, size: str = "small", quiet: bool = False
     if size not in SIZES:
         raise ValueError(f"`size` must be one of {', '.join(SIZES)}; got {size!r}.")
     s = SIZES[size]
-    out = Path(out)
+    # absolute: the config's paths are read relative to its own folder (llm_validation.config),
+    # so a relative --out written into it would be joined twice
+    out = Path(out).expanduser().resolve()
     from llm_validation import pipeline
     from llm_validation.config import load_config
     from llm_validation.corpus import write_corpus
@@ -157,10 +167,19 @@ def run_demo(out: str | os.PathLike, *, size: str = "small", quiet: bool = False
 
     ensure_writable(out, kind="dir", arg="--out")
     corpus = out / "corpus"
+    done = f"written by python -m llm_validation demo --size {size}\n"
+    if (corpus / "DONE").exists() and (corpus / "DONE").read_text() != done:
+        from sims.errors import UsageError
+
+        there = (corpus / "DONE").read_text().strip().removeprefix("written by ")
+        raise UsageError(
+            f"--out {str(out)!r} holds a demo of another size ({there}); give another --out, "
+            "or delete it to rerun"
+        )
     if not (corpus / "DONE").exists():
         _say(f"demo: writing the corpus ({s.n_train} training problems) to {corpus}", quiet)
         write_corpus(corpus, n_train=s.n_train, n_test=s.n_test, n_pretrain=s.n_pretrain, seed=0)
-        (corpus / "DONE").write_text("written by python -m llm_validation demo\n")
+        (corpus / "DONE").write_text(done)
     pre = load_mathinstruct(corpus / "pretrain.json")
     models = {}
     for name, hidden, layers in (("target", s.target_hidden, s.target_layers),

@@ -207,7 +207,8 @@ def accuracy_table(
         results: ``{column: {dataset: accuracy in [0, 1]}}`` (e.g. ``PT``, ``FT``, ``FT+UP``).
         sizes: ``{dataset: number of problems}`` for the ``#Inst.`` column.
         datasets: row order (Table 2's: GSM8K, MATH, NumGLUE, SVAMP, DeepMind, MMLU-Math).
-        tolerance: bold every value within this many points of the row's best (1.0 in the paper).
+        tolerance: bold every value within this many points of the row's best (1.0 in the paper);
+            a row where every value is within it (a tie) has no bold value.
         std: optional ``{column: {dataset: std}}`` shown as ``mean ± std``.
 
     Returns:
@@ -222,10 +223,12 @@ def accuracy_table(
 
     def fmt(vals, sds):
         best = max(vals)
+        tie = all(100 * (best - v) <= tolerance + 1e-9 for v in vals)  # no column is better
         cells = []
         for v, s in zip(vals, sds, strict=True):
             txt = f"{100 * v:.1f}" + (f" ± {100 * s:.1f}" if s is not None else "")
-            cells.append(f"**{txt}**" if 100 * (best - v) <= tolerance + 1e-9 else txt)
+            bold = not tie and 100 * (best - v) <= tolerance + 1e-9
+            cells.append(f"**{txt}**" if bold else txt)
         return cells
 
     for d in rows:

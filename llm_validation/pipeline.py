@@ -245,8 +245,25 @@ def check_inputs(cfg: PipelineConfig, step: str = "run-all", settings=None) -> N
                 raise ValueError(
                     f"`--settings` {setting!r} is not a setting; valid: {', '.join(SETTINGS)}."
                 )
+        if step == "finetune":  # every setting's inputs now, not after training the first
+            _check_finetune_inputs(cfg, settings or cfg.finetune.settings)
     if "benchmarks" in needs:
         load_benchmarks(cfg)
+
+
+def _check_finetune_inputs(cfg: PipelineConfig, settings: Sequence[str]) -> None:
+    """The earlier stages each of ``settings`` reads are finished (``finetune`` run alone)."""
+    for setting in settings:
+        if setting != "ft" and _selection_stage(cfg).check() != "done":
+            raise FileNotFoundError(
+                f"setting {setting!r} needs the selection, which is not in {cfg.run_dir} yet: run "
+                "`proxy` and `select` first (or `run-all`), or fine-tune only `--settings ft`."
+            )
+        if setting in ("synth", "both") and _synthesis_stage(cfg).check() != "done":
+            raise FileNotFoundError(
+                f"setting {setting!r} needs the synthesis, which is not in {cfg.run_dir} yet: run "
+                "`synthesize` first (or `run-all`)."
+            )
 
 
 # ----------------------------------------------------------------------------- stages
@@ -442,8 +459,9 @@ def _run_synthesize(cfg: PipelineConfig, *, quiet: bool = False) -> list[Example
                "acceptance": res.acceptance, "rejected": res.rejected,
                "kept_after_recluster": len(kept), "recluster": recluster}  # fmt: skip
     stage.finish(summary)
+    why = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in res.rejected.items()) or "none"
     _say(f"synthesize: {len(res.examples)}/{res.attempted} accepted, {len(kept)} kept "
-         f"(rejected: {res.rejected})", quiet)  # fmt: skip
+         f"(rejected: {why})", quiet)  # fmt: skip
     return kept
 
 
@@ -673,6 +691,9 @@ def run_report(cfg: PipelineConfig, *, quiet: bool = False) -> str:
     if cfg.evaluate.checkpoints == "all":
         parts += ["Best checkpoint per column (by average): "
                   + ", ".join(f"{k}: {v}" for k, v in best_ckpt.items()), ""]  # fmt: skip
+    note = _synthesis_note(cfg, cols)
+    if note:
+        parts += [note, ""]
     sel_report = _run_dir(cfg) / "selection" / "report.md"
     if sel_report.exists():
         parts += ["## Selection", "", sel_report.read_text().split("\n", 2)[-1], ""]
@@ -681,6 +702,31 @@ def run_report(cfg: PipelineConfig, *, quiet: bool = False) -> str:
         tmp.write_text(text)
     _say(text, quiet)
     return text
+
+
+def _synthesis_note(cfg: PipelineConfig, cols: dict) -> str | None:
+    """What the Synth./Both columns mean when the synthesis kept few or no rephrasings."""
+    shown = [c for c in ("Synth.", "Both") if c in cols]
+    if not shown:
+        return None
+    stage = _synthesis_stage(cfg).folder / "stage.json"
+    if not stage.exists():
+        return None
+    from sims.io import read_json
+
+    s = read_json(stage).get("summary", {})
+    kept, attempted = s.get("kept_after_recluster", s.get("accepted")), s.get("attempted")
+    if kept is None or attempted is None:
+        return None
+    if kept == 0:
+        why = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in s.get("rejected", {}).items())
+        same = " and ".join({"Synth.": "FT", "Both": "FT+UP"}[c] for c in shown)
+        return (f"Synthesis: 0 of {attempted} rephrasings accepted ({why or 'none kept'}), so "
+                f"the {' and '.join(shown)} column{'s' * (len(shown) > 1)} trained on the same "
+                f"data as {same}: a rerun of that setting, not a test of synthesis. "
+                "The synthesizing model must follow the rephrasing prompt (an instruction "
+                "model; the demo's from-scratch target cannot).")  # fmt: skip
+    return f"Synthesis: {kept} of {attempted} rephrasings kept and added to the training data."
 
 
 def run_all(cfg: PipelineConfig, *, quiet: bool = False) -> str:

@@ -126,14 +126,17 @@ def selection_table(selection) -> str:
     return "\n".join(rows)
 
 
-def plot_selection(traj, selection, path, *, max_sources: int = 12):
-    """Hard vs easy loss trajectories per source (median and quartiles), saved to ``path``."""
+def plot_selection(traj, selection, path, *, max_sources: int | None = None):
+    """Hard vs easy loss trajectories per source (median and quartiles), saved to ``path``.
+
+    ``max_sources``: draw only the first this many sources (``None``: every source).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(selection.attrs["per_source"])[:max_sources]
+    names = list(selection.attrs["per_source"])[:max_sources]  # None: all
     cols = min(4, len(names))
     rows = int(np.ceil(len(names) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)

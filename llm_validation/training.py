@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_callback import ProgressCallback
 
 from llm_validation.data import IGNORE_INDEX
 
@@ -559,7 +560,19 @@ def build_trainer(
         from transformers.trainer_callback import PrinterCallback
 
         trainer.remove_callback(PrinterCallback)
+    else:  # a progress bar showing the loss, instead of raw log dicts printed under it
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(LossBar())
     return trainer
+
+
+class LossBar(ProgressCallback):
+    """HF's progress bar, with the logged loss as its postfix instead of printed log dicts."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        bar = self.training_bar
+        if state.is_world_process_zero and bar is not None and logs and "loss" in logs:
+            bar.set_postfix(loss=f"{float(logs['loss']):.3f}", refresh=False)
 
 
 # ----------------------------------------------------------------------------- checkpoints

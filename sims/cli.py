@@ -2,12 +2,12 @@
 
 * **Bad input** prints one line (``prog: error: ...``) on stderr and exits with status 2, before
   any work and before anything is written: :class:`ArgumentParser` (argparse errors),
-  :class:`UsageError` (found by library code: a config value, an environment variable, a
-  corrupt saved file) and :class:`sims.extras.MissingExtraError`, both turned into that line by
-  :func:`run_cli`.
+  :class:`UsageError` (of :mod:`sims.errors`; found by library code: a config value, an
+  environment variable, a corrupt saved file) and :class:`sims.extras.MissingExtraError`,
+  both turned into that line by :func:`run_cli`.
 * **Environment variables** of the package are validated by :func:`check_env`, which
   :meth:`ArgumentParser.parse_args` calls right after parsing, so every CLI checks the same
-  variables the same way. A new variable is one entry in :data:`ENV_CHECKS`.
+  variables the same way. A new variable is one :func:`sims.errors.register_env_check` line.
 * **Sizes** are checked before allocating: :func:`check_resources` refuses a run whose memory
   estimate exceeds the machine's available memory (naming both) and announces a long one.
 * **Ctrl-C** ends the run with status 130 and one line (what was saved and how to resume);
@@ -33,11 +33,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from .errors import UsageError, env_checks, registered_env_checks
+
 __all__ = [
     "ArgumentParser",
     "add_folder_arguments",
     "check_folders",
-    "ENV_CHECKS",
     "Estimate",
     "LONG_RUN_SECONDS",
     "UsageError",
@@ -47,61 +48,35 @@ __all__ = [
     "fail",
     "format_bytes",
     "format_seconds",
+    "lock_outputs",
+    "non_negative_int",
+    "positive_float",
+    "positive_int",
+    "seed",
+    "seed_list",
     "machine_memory",
     "run_cli",
 ]
 
 
-class UsageError(ValueError):
-    """Bad user input found by library code (an environment variable, a config or saved file).
-
-    A ``ValueError``, so library callers can catch it as one; :func:`run_cli` prints it as one
-    line and exits with status 2.
-    """
-
-
-# --------------------------------------------------------------------------- environment
-
-
-def _sbt_workers() -> object:
-    from sims.parallel import check_workers_env
-
-    return check_workers_env()
-
-
-def _sbt_executor() -> object:
-    from sims.parallel import check_executor_env
-
-    return check_executor_env()
-
-
-def _markov_scale() -> object:
-    from sims.markov.experiments import scale_from_env
-
-    return scale_from_env(False)
-
-
-#: Every environment variable of the package that changes what a CLI does, validated by
-#: :func:`check_env` before any work of every CLI: ``(name, checker)``. A checker takes no
-#: argument, returns the parsed value and raises ``ValueError`` (e.g. :class:`UsageError`)
-#: naming the variable, its value and the fix; it runs only when the variable is set, so a CLI
-#: pays nothing (no import) for variables nobody uses. Adding a variable is one line here.
-ENV_CHECKS: tuple[tuple[str, Callable[[], object]], ...] = (
-    ("SBT_WORKERS", _sbt_workers),
-    ("SBT_EXECUTOR", _sbt_executor),
-    ("MARKOV_SCALE", _markov_scale),
-)
+# Every environment variable of the package that changes what a CLI does is validated by
+# :func:`check_env` before any work of every CLI. Each is registered, with the function of the
+# module it concerns that checks it, in :mod:`sims.errors` (``register_env_check``); the check is
+# imported only when its variable is set, so a CLI pays nothing (no import) for variables nobody
+# uses, and this module imports no experiment module.
 
 
 def check_env(checks: Sequence[tuple[str, Callable[[], object]]] | None = None) -> None:
-    """Validate every set environment variable of :data:`ENV_CHECKS` (or of ``checks``).
+    """Validate every set environment variable registered in :mod:`sims.errors` (or ``checks``).
 
     Raises:
         UsageError: the first invalid variable's message (one line, naming it and the fix).
     """
     from sims.extras import MissingExtraError
 
-    for name, check in ENV_CHECKS if checks is None else checks:
+    if checks is None:
+        checks = env_checks({name for name in registered_env_checks() if name in os.environ})
+    for name, check in checks:
         if name not in os.environ:
             continue
         try:
@@ -126,13 +101,146 @@ class ArgumentParser(argparse.ArgumentParser):
         """Print ``prog: error: message (see --help)`` and exit with status 2."""
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
-    def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's, plus check_env
-        parsed = super().parse_args(args, namespace)
+    def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's, plus checks
+        argv = list(sys.argv[1:] if args is None else args)
+        empty = _empty_value(argv)
+        if empty is not None:
+            self.error(empty)
+        parsed = super().parse_args(argv, namespace)
         try:
             check_env()
+            if _RUNNING:  # a command run by run_cli (not a parser used by a library or a test)
+                lock_outputs(parsed, prog=self.prog)
         except UsageError as exc:
             self.exit(2, f"{self.prog}: error: {exc}\n")
         return parsed
+
+
+def _empty_value(argv: Sequence[str]) -> str | None:
+    """The message for an empty value in ``argv`` (``--out ""``, ``--seeds=``), else ``None``.
+
+    No flag of the package takes an empty string: an empty path would mean the current folder,
+    an empty list "all" or a default, silently. A flag meaning "none" says so with a word.
+    """
+    for i, a in enumerate(argv):
+        if a == "--":
+            break
+        if a.startswith("--") and a.endswith("=") and len(a) > 3:
+            return f"argument {a[:-1]}: an empty value; give one (or leave the flag out)"
+        if isinstance(a, str) and not a.strip():
+            flag = argv[i - 1] if i and str(argv[i - 1]).startswith("-") else "a positional"
+            return f"argument {flag}: an empty value; give one (or leave the flag out)"
+    return None
+
+
+#: Attributes of a parsed command line that name where a run writes (locked while it runs).
+OUTPUT_ATTRIBUTES = ("out", "run_dir")
+#: Flags under which a command writes nothing (its outputs are not locked).
+NO_WRITE_ATTRIBUTES = ("no_write", "dry_run", "list", "markdown", "writes_nothing")
+
+
+def lock_outputs(args: argparse.Namespace, *, prog: str = "") -> None:
+    """Lock the run's output paths (``--out``, ``--run-dir``) against a second live run.
+
+    Called by :meth:`ArgumentParser.parse_args` for a command run by :func:`run_cli`;
+    :func:`sims.io.acquire_run_lock`: another live process writing there is one line and exit
+    status 2; the locks are released when the command ends (:func:`run_cli`). Ranks > 0 of a
+    distributed launch share rank 0's outputs and take no lock.
+
+    Raises:
+        UsageError: naming the other run's PID and host.
+    """
+    from .io import acquire_run_lock
+
+    if any(getattr(args, a, False) for a in NO_WRITE_ATTRIBUTES):
+        return
+    if os.environ.get("RANK", "0").strip() not in ("0", ""):
+        return
+    for attr in OUTPUT_ATTRIBUTES:
+        value = getattr(args, attr, None)
+        if isinstance(value, str | os.PathLike) and str(value):
+            acquire_run_lock(value, arg="--" + attr.replace("_", "-"), prog=prog)
+
+
+def seed(text: str) -> int:
+    """An ``argparse`` type: a seed, a non-negative integer (numpy refuses negative seeds).
+
+    >>> seed("7")
+    7
+    """
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        msg = f"a seed must be a non-negative integer; got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"a seed must be a non-negative integer (numpy's generators refuse negative seeds); "
+            f"got {text!r}"
+        )
+    return value
+
+
+def seed_list(text: str) -> tuple[int, ...]:
+    """An ``argparse`` type: distinct non-negative seeds, comma-separated (``0,1,2``).
+
+    >>> seed_list("0,1,2")
+    (0, 1, 2)
+    """
+    parts = [t.strip() for t in str(text).split(",")]
+    if not text or not all(parts):
+        raise argparse.ArgumentTypeError(f"expected seeds like 0,1,2; got {text!r}")
+    try:
+        seeds = tuple(seed(t) for t in parts)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (in {text!r})") from None
+    repeated = sorted({x for x in seeds if seeds.count(x) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(
+            f"seed {repeated[0]} is given twice in {text!r}; a repeated seed is the same run"
+        )
+    return seeds
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: an integer >= 1 (a count, a size).
+
+    >>> positive_int("3")
+    3
+    """
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer (>= 1); got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An ``argparse`` type: an integer >= 0 (``0`` meaning a default, e.g. torch's threads)."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0; got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An ``argparse`` type: a finite number > 0 (a learning rate, a scale).
+
+    >>> positive_float("1e-3")
+    0.001
+    """
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a positive number; got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0; got {text!r}")
+    return value
 
 
 def display_path(path: str | os.PathLike) -> str:
@@ -410,6 +518,9 @@ def _install_sigint_handler(prog: str):
     return previous, previous_term
 
 
+#: The commands :func:`run_cli` is running (nested calls stack): their parsers lock outputs.
+_RUNNING: list[str] = []
+
 #: Set once SIGTERM arrived (the interrupt then ends with status 143 instead of 130).
 _TERMINATED: list = []
 
@@ -435,6 +546,7 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
     owner = argv is None  # the process's own command line: this call owns the process
     previous = _install_sigint_handler(prog) if owner else None
     _TERMINATED.clear()
+    _RUNNING.append(prog)
     try:
         return main(argv)
     except (UsageError, MissingExtraError) as exc:
@@ -453,6 +565,9 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
         message = str(kb) or "interrupted"
         if owner:
             print(f"{prog}: error: {message}", file=sys.stderr)
+            from .io import release_run_locks
+
+            release_run_locks()  # os._exit skips the `finally` below
             _run_exit_handlers()
             for stream in (sys.stdout, sys.stderr):
                 try:
@@ -462,6 +577,11 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str
             os._exit(143 if _TERMINATED else 130)
         fail(message, prog=prog, status=130)
     finally:
+        from .io import release_run_locks
+
+        _RUNNING.pop()
+        if not _RUNNING:
+            release_run_locks()
         if previous is not None:
             import signal
 

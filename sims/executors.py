@@ -29,6 +29,14 @@ nodes share (or be activated by ``SBT_SLURM_SETUP``). Results come back to the s
 process, which writes them (:class:`sims.parallel.JobStore`); workers need no shared folder
 for the results (SLURM's job files go to ``SBT_SLURM_FOLDER``, which the nodes must see).
 
+**Checked before any work** (:func:`check_executor`, at a CLI's parsing): ``slurm`` needs
+SLURM's commands on ``PATH`` (or ``SBT_SLURM_CLUSTER=local``); ``dask://HOST:PORT`` must answer
+and have a worker within :data:`DASK_TIMEOUT` seconds each, and every worker must import the
+same package source as the submitter (:func:`source_fingerprint`, a hash of the ``.py`` files;
+also shipped with each job and checked on the worker, for workers that join later). A mismatch
+is a :class:`SourceMismatch` naming both hashes and folders. Every result file records the
+executor (:func:`executor_in_use`, ``executor`` in :func:`sims.io.provenance`).
+
 Examples:
     >>> parse_executor("dask-local:2")
     ExecutorSpec(kind='dask-local', n_workers=2, address=None)
@@ -50,7 +58,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .cli import UsageError
+from .errors import UsageError
 
 __all__ = [
     "ENV",
@@ -58,10 +66,16 @@ __all__ = [
     "SlurmSettings",
     "SubmititExecutor",
     "check_executor",
+    "check_executor_env",
+    "check_executor_setting",
+    "check_source",
+    "check_workers_env",
     "chosen_executor",
     "close_clusters",
+    "executor_in_use",
     "parse_executor",
     "slurm_settings",
+    "source_fingerprint",
     "use_executor",
 ]
 
@@ -99,7 +113,7 @@ def parse_executor(value: str, *, source: str | None = None) -> ExecutorSpec:
         source: where it came from, for the message (``"SBT_EXECUTOR"``); ``None``: not named.
 
     Raises:
-        sims.cli.UsageError: (a ``ValueError``) naming the value and the valid specs.
+        sims.errors.UsageError: (a ``ValueError``) naming the value and the valid specs.
     """
     where = f"{source}={value!r}" if source else repr(value)
     m = _SPEC.match(value.strip()) if isinstance(value, str) else None
@@ -116,22 +130,118 @@ def parse_executor(value: str, *, source: str | None = None) -> ExecutorSpec:
     return ExecutorSpec("dask-local", n_workers=None if m["n"] is None else int(m["n"]))
 
 
-def check_executor(spec: ExecutorSpec, *, env: Mapping[str, str] | None = None) -> ExecutorSpec:
-    """Check that ``spec`` can run here: its extra is installed, its SLURM settings are valid.
+def check_executor(
+    spec: ExecutorSpec, *, env: Mapping[str, str] | None = None, connect: bool = True
+) -> ExecutorSpec:
+    """Check that ``spec`` can run here, before any work.
+
+    Its extra is installed; for ``slurm``, the settings are valid and SLURM's commands are on
+    ``PATH`` (unless ``SBT_SLURM_CLUSTER=local``); for ``dask://HOST:PORT`` (when
+    ``connect``), the scheduler answers and has at least one worker within
+    :data:`DASK_TIMEOUT` seconds each, and every worker imports the same package source as this
+    process (:func:`source_fingerprint`). The client is kept for the sweeps of the process.
 
     Raises:
         sims.extras.MissingExtraError: the ``cluster`` extra is missing (its message says how
             to install it).
-        sims.cli.UsageError: a bad ``SBT_SLURM_*`` variable or config file (for ``slurm``).
+        sims.errors.UsageError: a bad ``SBT_SLURM_*`` variable or config file, SLURM's commands
+            missing; a Dask scheduler unreachable, without workers, or with workers of another
+            package version (both named).
     """
     from .extras import require
 
     if spec.kind in ("dask-local", "dask"):
         require("cluster", "dask", "distributed", what=f"executor {spec}")
+        if spec.kind == "dask" and connect:
+            _dask_client(spec)  # reachable, >= 1 worker, the same package source: or UsageError
     elif spec.kind == "slurm":
         require("cluster", "submitit", what="executor slurm")
-        slurm_settings(os.environ if env is None else env)
+        settings = slurm_settings(os.environ if env is None else env)
+        if settings.cluster == "slurm":
+            _check_slurm_commands()
     return spec
+
+
+#: The SLURM commands submitit runs (submit, launch, poll, cancel).
+SLURM_COMMANDS = ("sbatch", "srun", "sacct", "scancel")
+
+
+def _check_slurm_commands() -> None:
+    """Refuse ``slurm`` where SLURM's commands are not on ``PATH`` (before any job is written)."""
+    import shutil
+
+    missing = [c for c in SLURM_COMMANDS if shutil.which(c) is None]
+    if missing:
+        raise UsageError(
+            f"executor slurm: SLURM's {', '.join(missing)} not found on PATH (this is not a "
+            "SLURM node); run on a login node of the cluster, or set SBT_SLURM_CLUSTER=local to "
+            "run the same jobs as local processes"
+        )
+
+
+#: Seconds to reach a ``dask://`` scheduler, and then again to see its first worker.
+DASK_TIMEOUT = 10.0
+#: The packages whose source the workers must share with the submitter.
+PROJECT_PACKAGES = ("sims", "theory", "llm_validation", "figures")
+
+
+def source_fingerprint() -> tuple[str, str]:
+    """``(hash, folder)`` of the project's Python source as this process imports it.
+
+    A SHA-256 over the relative path and bytes of every ``.py`` file of
+    :data:`PROJECT_PACKAGES` (as found on ``sys.path``, nothing imported), first 16 hex digits;
+    ``folder`` is where ``sims`` was found. Shipped with each job to Dask workers, which compare
+    it with their own (a worker importing another copy of the package would compute other
+    results silently).
+    """
+    import hashlib
+    import importlib.util
+
+    global _FINGERPRINT
+    if _FINGERPRINT is not None:
+        return _FINGERPRINT
+    h = hashlib.sha256()
+    folder = "?"
+    for name in PROJECT_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        roots = list(spec.submodule_search_locations or []) if spec else []
+        if not roots:
+            h.update(f"{name}: missing\n".encode())
+            continue
+        root = Path(roots[0])
+        if name == "sims":
+            folder = str(root.parent)
+        for f in sorted(root.rglob("*.py")):
+            if "__pycache__" in f.parts:
+                continue
+            h.update(f"{name}/{f.relative_to(root).as_posix()}\n".encode())
+            h.update(f.read_bytes())
+    _FINGERPRINT = (h.hexdigest()[:16], folder)
+    return _FINGERPRINT
+
+
+_FINGERPRINT: tuple[str, str] | None = None
+
+
+class SourceMismatch(UsageError):
+    """A worker imports another version of the project than the submitting process."""
+
+
+def check_source(expected: tuple[str, str], where: str = "this worker") -> None:
+    """Raise :class:`SourceMismatch` unless this process's source is ``expected``'s.
+
+    Args:
+        expected: the submitter's :func:`source_fingerprint`.
+        where: the worker, for the message.
+    """
+    mine = source_fingerprint()
+    if mine[0] != expected[0]:
+        raise SourceMismatch(
+            f"{where} imports another version of the package (source {mine[0]} in {mine[1]}) "
+            f"than the submitting process (source {expected[0]} in {expected[1]}); start the "
+            "workers from the same checkout and environment (README: 'Run the sweeps on a "
+            "cluster')"
+        )
 
 
 # --------------------------------------------------------------------------- the chosen executor
@@ -168,6 +278,70 @@ def chosen_executor(executor=None, *, env: Mapping[str, str] | None = None):
         f"`executor` must be a spec string ({SPECS}), a concurrent.futures.Executor or a "
         f"distributed.Client; got {type(executor).__name__}."
     )
+
+
+def check_workers_env() -> int | None:
+    """Validate ``$SBT_WORKERS`` (the process cap): its value, or ``None`` when unset.
+
+    Registered in :mod:`sims.errors`, so every CLI checks it before any work: a bad value is a
+    one-line usage error, not a traceback in the middle of a sweep.
+
+    Raises:
+        sims.errors.UsageError: (a ``ValueError``) if ``SBT_WORKERS`` is set but is not a
+            positive integer.
+    """
+    env = os.environ.get("SBT_WORKERS")
+    if env is None:
+        return None
+    if not env.strip().isdigit() or int(env) < 1:
+        raise UsageError(
+            f"SBT_WORKERS={env!r} must be a positive integer (e.g. SBT_WORKERS=2), or unset to "
+            "use every core."
+        )
+    return int(env)
+
+
+def check_executor_setting() -> ExecutorSpec:
+    """``$SBT_EXECUTOR`` checked as every CLI checks it (registered in :mod:`sims.errors`).
+
+    Its spec, extra, SLURM settings and commands; a ``dask://`` scheduler is not contacted
+    here: a CLI that runs sweeps does so at its parsing (:func:`check_executor_env`, through
+    ``--executor``), so a command without sweeps (``theory --list``) does not wait on it.
+    """
+    value = os.environ.get(ENV) or "processes"
+    return check_executor(parse_executor(value, source=ENV), connect=False)
+
+
+def check_executor_env() -> ExecutorSpec:
+    """Validate ``$SBT_EXECUTOR`` (and ``$SBT_SLURM_*`` for ``slurm``): the parsed spec.
+
+    Checked before any work by every CLI that runs sweeps (``--executor``'s default);
+    unset means ``processes``. A ``dask://`` scheduler is contacted (:func:`check_executor`).
+
+    Raises:
+        sims.errors.UsageError: (a ``ValueError``) a value that is not an executor spec, or a
+            bad SLURM setting.
+        sims.extras.MissingExtraError: the ``cluster`` extra that the executor needs is missing.
+    """
+    return chosen_executor()
+
+
+def executor_in_use() -> str:
+    """The executor this process's sweeps use, as its spec (``dask://HOST:PORT``), for provenance.
+
+    Never raises: an invalid ``$SBT_EXECUTOR`` (refused by every CLI before any work) is given
+    as typed, an executor object by its type.
+    """
+    chosen = _chosen if _chosen is not None else (os.environ.get(ENV) or "processes")
+    if isinstance(chosen, str):
+        try:
+            return str(parse_executor(chosen))
+        except ValueError:
+            return chosen
+    if isinstance(chosen, ExecutorSpec):
+        return str(chosen)
+    address = getattr(getattr(chosen, "scheduler", None), "address", None)
+    return f"{type(chosen).__name__}" + (f" ({address})" if address else "")
 
 
 # ------------------------------------------------------------------------------------ SLURM
@@ -279,7 +453,7 @@ def slurm_settings(env: Mapping[str, str] | None = None) -> SlurmSettings:
     """The :class:`SlurmSettings` from ``$SBT_SLURM_CONFIG`` (a TOML file) and ``$SBT_SLURM_*``.
 
     Raises:
-        sims.cli.UsageError: an unknown or invalid variable or key, an unreadable file.
+        sims.errors.UsageError: an unknown or invalid variable or key, an unreadable file.
     """
     import tomllib
 
@@ -524,8 +698,6 @@ def _dask_client(spec: ExecutorSpec):
     from distributed import Client, LocalCluster
 
     if spec.kind == "dask-local":
-        from .parallel import check_workers_env
-
         n = spec.n_workers or check_workers_env() or os.cpu_count() or 1
         cluster = LocalCluster(n_workers=n,
                                threads_per_worker=1, processes=True, dashboard_address=":0",
@@ -533,13 +705,34 @@ def _dask_client(spec: ExecutorSpec):
         client = Client(cluster, set_as_default=False)  # dask's own default stays as it was
     else:
         cluster = None
+        start = (f"start one with `dask scheduler --port {spec.address.rsplit(':', 1)[1]}` and "
+                 f"workers with `dask worker {spec.address} --nthreads 1`")  # fmt: skip
         try:
-            client = Client(f"tcp://{spec.address}", timeout=10, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
+            client = Client(f"tcp://{spec.address}", timeout=DASK_TIMEOUT, set_as_default=False)
+        except (OSError, TimeoutError):
             raise UsageError(
-                f"cannot reach the Dask scheduler at {spec.address} ({exc}); start one with "
-                f"`dask scheduler` and workers with `dask worker {spec.address} --nthreads 1`"
+                f"executor dask://{spec.address}: no Dask scheduler answered within "
+                f"{DASK_TIMEOUT:g} s; {start}"
             ) from None
+        try:
+            client.wait_for_workers(1, timeout=DASK_TIMEOUT)
+            theirs = client.run(source_fingerprint)
+        except (OSError, TimeoutError):
+            client.close()
+            raise UsageError(
+                f"executor dask://{spec.address}: the scheduler has no worker after "
+                f"{DASK_TIMEOUT:g} s; start one with `dask worker {spec.address} --nthreads 1`"
+            ) from None
+        mine = source_fingerprint()
+        for worker, fp in sorted(theirs.items()):
+            if tuple(fp)[0] != mine[0]:
+                client.close()
+                raise SourceMismatch(
+                    f"executor dask://{spec.address}: worker {worker} imports another version "
+                    f"of the package (source {fp[0]} in {fp[1]}) than this process (source "
+                    f"{mine[0]} in {mine[1]}); start the workers from the same checkout and "
+                    "environment (README: 'Run the sweeps on a cluster')"
+                )
     _DASK[spec] = (client, cluster)
     return client
 

@@ -13,6 +13,7 @@ Examples:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime as _dt
 import errno
@@ -28,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from .cli import UsageError
+from .errors import UsageError
+from .executors import executor_in_use
 
 __all__ = [
     "UnreadableFileError",
@@ -150,7 +152,7 @@ def provenance(
 
     Returns:
         A JSON-ready dict with keys ``config, seed, status, created, packages, git_commit,
-        git_dirty, device, host`` (plus ``extra`` keys).
+        git_dirty, device, host, executor`` (plus ``extra`` keys).
     """
     if status not in {"success", "failed", "cancelled", "running"}:
         raise ValueError(
@@ -165,6 +167,7 @@ def provenance(
         **git_info(),
         "device": device or f"cpu ({platform.machine()})",
         "host": platform.node(),
+        "executor": executor_in_use(),  # where a sweep's jobs ran (dask://HOST:PORT, slurm...)
     }
     if extra:
         meta.update(to_jsonable(dict(extra)))
@@ -207,7 +210,7 @@ _MAGIC = {".nc": (b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")}
 class UnreadableFileError(UsageError):
     """A saved result or checkpoint that cannot be read; the message names the file and the fix.
 
-    A :class:`sims.cli.UsageError` (so a ``ValueError``): CLIs print it as one line, exit 2.
+    A :class:`sims.errors.UsageError` (so a ``ValueError``): CLIs print it as one line, exit 2.
     """
 
 
@@ -390,3 +393,118 @@ def read_netcdf(path: str | os.PathLike):
     except Exception as exc:  # noqa: BLE001 - truncated HDF5: OSError, ValueError, KeyError...
         raise unreadable(path, exc) from None
     return ds
+
+
+# --------------------------------------------------------------------------- run locks
+#: Output paths this process holds a lock on: resolved target -> lock file.
+_LOCKS: dict[Path, Path] = {}
+
+
+def lock_folder() -> Path:
+    """Where run locks live: ``$SBT_LOCK_DIR``, else ``<temp>/sbtheory-locks-<uid>``.
+
+    One folder per machine (and user), so a lock exists before its output folder does; runs on
+    other machines writing to a shared file system are not seen (their host is recorded).
+    """
+    env = os.environ.get("SBT_LOCK_DIR")
+    if env:
+        return Path(env)
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    return Path(tempfile.gettempdir()) / f"sbtheory-locks-{uid}"
+
+
+def lock_path(target: str | os.PathLike) -> Path:
+    """The lock file of output ``target`` (resolved from the current folder)."""
+    import hashlib
+
+    resolved = Path(target).expanduser().resolve()
+    return lock_folder() / (hashlib.sha256(str(resolved).encode()).hexdigest()[:24] + ".lock")
+
+
+def held_locks() -> list[Path]:
+    """The resolved output paths this process holds a lock on."""
+    return list(_LOCKS)
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (``/proc``; ``None`` where unknown): tells PID reuse."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return start is None or process_start(pid) in (None, start)
+
+
+def acquire_run_lock(target: str | os.PathLike, *, arg: str = "--out", prog: str = "") -> Path:
+    """Lock output ``target`` for this process; refuse when another live run holds it.
+
+    The lock file (in :func:`lock_folder`, named by a hash of the resolved target) holds the
+    owner's PID, host, start time and command; it is removed by :func:`release_run_locks`
+    (:func:`sims.cli.run_cli` calls it when the command ends, and at interpreter exit). A lock
+    whose process is gone (killed, crashed: a stale lock) is taken over. The same process may
+    lock a target again (a rerun in-process).
+
+    Returns:
+        The lock file.
+
+    Raises:
+        UsageError: another live process (PID and host named) writes to ``target``.
+    """
+    import sys
+
+    resolved = Path(target).expanduser().resolve()
+    if resolved in _LOCKS:
+        return _LOCKS[resolved]
+    lock = lock_path(resolved)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    me = {"pid": os.getpid(), "host": platform.node(), "start": process_start(os.getpid()),
+          "target": str(resolved), "command": " ".join([prog or sys.argv[0], *sys.argv[1:]]),
+          "since": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}  # fmt: skip
+    for _ in range(3):
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            try:
+                owner = json.loads(lock.read_text())
+                pid = int(owner["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                owner, pid = {}, -1  # unreadable (half-written by a crash): stale
+            if owner.get("host") not in (None, platform.node()) or (
+                pid > 0 and pid != os.getpid() and _alive(pid, owner.get("start"))
+            ):
+                raise UsageError(
+                    f"{arg} {str(target)!r} is being written by another run (PID {pid} on "
+                    f"{owner.get('host', '?')}, since {owner.get('since', '?')}: "
+                    f"{owner.get('command', '?')}); wait for it to finish or give another "
+                    f"{arg} (if that run is gone, delete {lock})"
+                ) from None
+            lock.unlink(missing_ok=True)  # stale: its process is gone; take it over
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump(me, f)
+        _LOCKS[resolved] = lock
+        return lock
+    raise UsageError(f"{arg} {str(target)!r}: cannot take its lock {lock}; try again")
+
+
+def release_run_locks() -> None:
+    """Remove every lock this process holds (:func:`acquire_run_lock`)."""
+    while _LOCKS:
+        _, lock = _LOCKS.popitem()
+        try:
+            if json.loads(lock.read_text()).get("pid") == os.getpid():
+                lock.unlink()
+        except (OSError, ValueError):
+            pass
+
+
+atexit.register(release_run_locks)

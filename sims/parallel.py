@@ -39,10 +39,14 @@ from typing import Any, TypeVar
 from .executors import (
     ENV,
     ExecutorSpec,
+    SourceMismatch,
     check_executor,
+    check_executor_env,
+    check_workers_env,
     chosen_executor,
     lease,
     parse_executor,
+    source_fingerprint,
     use_executor,
 )
 
@@ -53,6 +57,7 @@ __all__ = [
     "check_executor_env",
     "check_workers_env",
     "default_workers",
+    "executor_notice",
     "pmap",
     "use_executor",
 ]
@@ -60,31 +65,28 @@ __all__ = [
 T = TypeVar("T")
 
 
+#: How many sweeps of this process handed jobs to an executor (``[n]``): a CLI whose
+#: ``--executor`` had no effect (the run needed no sweep) says so (:func:`executor_notice`).
+DISPATCHED = [0]
+
+
+def executor_notice(args, before: int, what: str) -> str | None:
+    """The notice for an ``--executor`` that no sweep used since ``DISPATCHED[0]`` was ``before``.
+
+    Args:
+        args: the parsed command line (``args.executor``: the spec given, or ``None``).
+        before: ``DISPATCHED[0]`` when the run started.
+        what: the run, for the message (``"figure sosd_toy"``).
+    """
+    spec = getattr(args, "executor", None)
+    if spec is None or DISPATCHED[0] != before:
+        return None
+    return (f"note: --executor {spec} had no effect: {what} ran in this process (it has no "
+            "sweep of independent jobs, or every job was saved already)")  # fmt: skip
+
+
 class SweepInterrupted(KeyboardInterrupt):
     """Ctrl-C during :func:`pmap`; the message says what was saved and how to resume."""
-
-
-def check_workers_env() -> int | None:
-    """Validate ``$SBT_WORKERS`` (the process cap): its value, or ``None`` when unset.
-
-    CLIs call this before any work, so a bad value is a one-line usage error, not a traceback
-    in the middle of a sweep.
-
-    Raises:
-        sims.cli.UsageError: (a ``ValueError``) if ``SBT_WORKERS`` is set but is not a positive
-            integer.
-    """
-    from sims.cli import UsageError
-
-    env = os.environ.get("SBT_WORKERS")
-    if env is None:
-        return None
-    if not env.strip().isdigit() or int(env) < 1:
-        raise UsageError(
-            f"SBT_WORKERS={env!r} must be a positive integer (e.g. SBT_WORKERS=2), or unset to "
-            "use every core."
-        )
-    return int(env)
 
 
 def default_workers(n_jobs: int) -> int:
@@ -143,20 +145,6 @@ class JobStore:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def check_executor_env() -> ExecutorSpec:
-    """Validate ``$SBT_EXECUTOR`` (and ``$SBT_SLURM_*`` for ``slurm``): the parsed spec.
-
-    CLIs call this before any work, beside :func:`check_workers_env`; unset means
-    ``processes``.
-
-    Raises:
-        sims.cli.UsageError: (a ``ValueError``) a value that is not an executor spec, or a bad
-            SLURM setting.
-        sims.extras.MissingExtraError: the ``cluster`` extra that the executor needs is missing.
-    """
-    return chosen_executor()
-
-
 _FROM_ENV = "$SBT_EXECUTOR, else processes"  # the flag's default: checked when the flag is absent
 
 
@@ -197,8 +185,17 @@ def add_executor_argument(parser) -> None:
     )  # fmt: skip
 
 
-def _run_job(fn: Callable[[Any], T], item: Any) -> T:
-    """One job on a worker: a :func:`pmap` inside it runs in this process, not on the engine."""
+def _run_job(fn: Callable[[Any], T], item: Any, source: tuple[str, str] | None = None) -> T:
+    """One job on a worker: a :func:`pmap` inside it runs in this process, not on the engine.
+
+    ``source``: the submitter's :func:`~sims.executors.source_fingerprint`, checked first on
+    a worker of another machine or environment (Dask, SLURM), so a worker importing another
+    version of the package fails the sweep with both named instead of computing other numbers.
+    """
+    if source is not None:
+        from .executors import check_source
+
+        check_source(source, f"the worker of job {item!r} (pid {os.getpid()})")
     token = _IN_JOB.set(True)
     try:
         return fn(item)
@@ -286,13 +283,18 @@ def pmap(
             bar.close()
         return results
     ls = lease(engine, workers=workers)
+    DISPATCHED[0] += 1
+    source = None if local else source_fingerprint()  # the local pool runs this very source
     try:
-        futures = ls.submit_all(functools.partial(_run_job, fn), [items[i] for i in todo])
+        futures = ls.submit_all(functools.partial(_run_job, fn, source=source),
+                                [items[i] for i in todo])  # fmt: skip
         index = dict(zip(futures, todo, strict=True))
         for fut in cf.as_completed(index):
             i = index[fut]
             try:
                 r = fut.result()
+            except SourceMismatch:
+                raise  # a usage error (one line from a CLI), not a failed job
             except Exception as e:
                 raise RuntimeError(f"job {i} ({items[i]!r}) failed: {e!r}{_hint(e)}") from e
             finish(i, r)

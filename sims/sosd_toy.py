@@ -637,19 +637,12 @@ def _floats(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"expected numbers like 0.1,0.2; got {text!r}") from None
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers like 0,1,2; got {text!r}") from None
-
-
 PROG = "python -m sims.sosd_toy"
 
 
 def build_parser():
     """The ``python -m sims.sosd_toy`` argument parser."""
-    from .cli import ArgumentParser
+    from .cli import ArgumentParser, seed_list
 
     p = ArgumentParser(
         prog=PROG,
@@ -667,7 +660,8 @@ def build_parser():
     p.add_argument("--sigma", type=_floats, default=(d.sigma,), help="init std(s), e.g. 0.01,0.1")
     p.add_argument("--eta", type=_floats, default=(d.eta,), help="learning rate(s), e.g. 0.25,0.5")
     p.add_argument("--steps", type=int, default=d.steps, help="GD steps")
-    p.add_argument("--seeds", type=_ints, default=(0,), help="seeds, comma-separated")
+    p.add_argument("--seeds", type=seed_list, default=(0,),
+                   help="distinct non-negative seeds, comma-separated")
     p.add_argument("--eps", type=float, default=1e-4, help="ε of the onset T_ε")
     p.add_argument("--out", type=Path, default=Path("results/sosd_toy/cli"),
                    help="output folder (toy.nc, summary.json)")

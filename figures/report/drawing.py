@@ -10,6 +10,7 @@ figures into a scratch results folder (:func:`figures.report.store.hydrate`), so
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import time
@@ -122,8 +123,8 @@ def _draw_job(job: tuple[str, str, str]) -> dict:
             "missing_extra": spec.extra,
         }
     t0 = time.perf_counter()
-    try:
-        with _scale_cpu():
+    try:  # a figure's own printout (its tables) is for its CLI, not the report's output
+        with _scale_cpu(), contextlib.redirect_stdout(io.StringIO()):
             paths = discover()[name].make(
                 Path(out_dir), results_dir=Path(results_dir), quick=False, recompute=False
             )

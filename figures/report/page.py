@@ -136,7 +136,8 @@ def render_html(
         "<title>sbtheory: what the package found</title>",
         f"<style>{CSS}</style></head><body>",
         "<h1>What the package found</h1>",
-        "<p>Every claim of the five seed papers that this package checks, with our numbers, the "
+        "<p>Every claim of the seed papers (000, 002, 003, 004) that this package checks, with "
+        "our numbers, the "
         "verdict and the rule that produced it, the figure and the command that regenerates it. "
         "Verdicts are computed from the committed summaries in <code>figures/summaries/</code> "
         "(rebuild this page with <code>python -m figures report</code>; refresh the summaries "

@@ -29,6 +29,7 @@ from sims.cli import (
     check_folders,
     check_resources,
     run_cli,
+    seed,
 )
 
 PROG = "python -m sims.linear_attention"
@@ -187,7 +188,7 @@ def _train_parser() -> ArgumentParser:
         default=d.log_every,
         help=f"stride of the stored curves (default {d.log_every})",
     )
-    a("--seed", type=int, default=d.seed, help=f"root seed (default {d.seed})")
+    a("--seed", type=seed, default=d.seed, help=f"root seed (default {d.seed})")
     a(
         "--out",
         type=Path,
@@ -357,6 +358,11 @@ def _train(argv) -> int:
         ds = run_figure1(cfg, progress=not args.no_progress)
     except KeyboardInterrupt:
         raise KeyboardInterrupt("interrupted before any result was written") from None
+    if args.out is not None:  # first: a computed result is never lost to a display error
+        from sims.io import provenance, write_netcdf
+
+        meta = provenance(config=dataclasses.asdict(cfg), seed=cfg.seed, status=ds.attrs["status"])
+        write_netcdf(args.out, ds, meta=meta)
     summary = summarize(ds)
     if args.json:
         print(json.dumps({"status": ds.attrs["status"], "timings": ds.attrs["timings"],
@@ -368,12 +374,16 @@ def _train(argv) -> int:
             + ", ".join(f"{k} {v:.1f}" for k, v in ds.attrs["timings"].items())
         )
     if args.out is not None:
-        from sims.io import provenance, write_netcdf
-
-        meta = provenance(config=dataclasses.asdict(cfg), seed=cfg.seed, status=ds.attrs["status"])
-        write_netcdf(args.out, ds, meta=meta)
         print(f"wrote {args.out}")
-    return 0 if ds.attrs["status"] == "success" else 1
+    if ds.attrs["status"] != "success":
+        failed = {m: msg for m, msg in ds.attrs.get("messages", {}).items() if msg}
+        why = "; ".join(f"{m}: {msg}" for m, msg in failed.items()) or "a run failed"
+        saved = f"the result is saved in {args.out} (status failed)" if args.out else (
+            "nothing saved (no --out)")
+        print(f"{PROG}: error: the run diverged ({why}); {saved}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
 
 
 def _main(argv) -> int:

@@ -705,9 +705,13 @@ def format_summary(summary: dict) -> str:
             tl, en = r["test_loss"], r["entropy_all_features"]
             ent = f"{en['median']:.4f} (n={en['n']})" if en["n"] else "n/a (n=0)"
             counts = "/".join(map(str, r["runs_with_n_features"]))
-            iqr = f"[{tl['q25']:.5f}, {tl['q75']:.5f}]"
+            if tl["n"]:
+                iqr = f"[{tl['q25']:.5f}, {tl['q75']:.5f}]"
+                med, mean = f"{tl['median']:.5f}", f"{tl['mean']:.5f}"
+            else:  # every run diverged (no finite test loss)
+                iqr, med, mean = "n/a", "n/a", "n/a"
             lines.append(f"{m:14s} {summary['horizons'][h]:>8d} {counts:>24s} "
-                         f"{tl['median']:>16.5f} {tl['mean']:>8.5f} {iqr:>19s} {ent:>16s}")
+                         f"{med:>16s} {mean:>8s} {iqr:>19s} {ent:>16s}")
     lines.append("")
     for m, row in summary.items():
         if isinstance(row, dict) and row.get("median_phase_ratio_to_gd") and m != "gd":

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sims.cli import ArgumentParser, Estimate, UsageError, check_resources, run_cli
+from sims.cli import ArgumentParser, Estimate, UsageError, check_resources, run_cli, seed
 
 __all__ = ["main", "build_parser"]
 
@@ -79,7 +79,7 @@ def build_parser() -> ArgumentParser:
                    help="std of the perturbation of s_k(0) (the paper's 'covariance 1e-6' is "
                    "std 1e-3)")  # fmt: skip
     o.add_argument("--t-max", type=float, default=1e4, help="integration horizon")
-    o.add_argument("--seed", type=int, default=0, help="seed of the perturbation")
+    o.add_argument("--seed", type=seed, default=0, help="seed of the perturbation")
     o.add_argument("--out", type=Path, default=None, help=OUT_HELP)
 
     t = sub.add_parser("train", formatter_class=fmt,
@@ -123,7 +123,7 @@ def build_parser() -> ArgumentParser:
                    "(default: the scale's)")  # fmt: skip
     t.add_argument("--min-lr", type=float, help="floor of the scheduled learning rate")
     t.add_argument("--weight-decay", type=float, help="AdamW weight decay (Table 2: 0.01)")
-    t.add_argument("--seed", type=int, default=0, help="model/batch seed")
+    t.add_argument("--seed", type=seed, default=0, help="model/batch seed")
     t.add_argument(
         "--threads",
         type=_positive_int,

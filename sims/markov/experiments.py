@@ -61,6 +61,7 @@ from .tensor_dynamics import FlowConfig
 __all__ = [
     "SCALES",
     "PAPER_SCHEDULER",
+    "check_scale_env",
     "scale_from_env",
     "device_from_env",
     "minimal_exp",
@@ -104,6 +105,11 @@ def scale_from_env(quick: bool) -> str:
     if s not in SCALES:
         raise ValueError(f"MARKOV_SCALE={s!r} unknown; set it to one of {', '.join(SCALES)}.")
     return s
+
+
+def check_scale_env() -> str:
+    """``$MARKOV_SCALE``'s scale; registered in :mod:`sims.errors`, so every CLI checks it."""
+    return scale_from_env(False)
 
 
 def device_from_env() -> str:

@@ -110,7 +110,7 @@ def test_help_imports_no_heavy_module():
         (["convert", "/no/such/model.gguf"], "does not exist"),
         (["show-config", "--set", "proxy.lr"], "`--set` expects KEY=VALUE"),
         (["show-config", "--set", "proxy.lrr=1"], r"did you mean 'lr'"),
-        (["confirm", "--seeds", "1,a", "--dry-run"], "`--seeds` must be comma-separated"),
+        (["confirm", "--seeds", "1,a", "--dry-run"], "--seeds: a seed must be a non-negative"),
         (["confirm", "--reuse", "/no/such/run", "--dry-run"], "`--reuse`=.* is not the folder"),
         (["confirm", "--epochs", "0", "--dry-run"], "`--epochs` must be > 0"),
     ],
@@ -243,3 +243,47 @@ def test_long_corpus_warns_with_its_estimate(monkeypatch, capsys):
     monkeypatch.setattr(cli, "available_memory", lambda: 1e9)  # 1.0 GB > 0.8 GB usable
     with pytest.raises(cli.UsageError, match=r"needs about 1.0 GB .* has 1.0 GB available"):
         cli._check_corpus_size(args)
+
+
+def test_finetune_checks_every_settings_inputs_before_training(
+    tmp_path, tiny_model_dir, data_files, monkeypatch, capsys
+):
+    """``--settings ft,ft_up`` in a fresh run folder trained ``ft`` ~80 s, then failed (row 7)."""
+    from llm_validation import pipeline
+
+    monkeypatch.setattr(pipeline, "run_finetune", lambda *a, **k: pytest.fail("trained"))
+    base = ["finetune", "--run-dir", str(tmp_path / "run"), "--set",
+            f"data.train_file={data_files[0]}", "--set", f"finetune.model={tiny_model_dir}"]
+    assert main([*base, "--settings", "ft,ft_up"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "setting 'ft_up' needs the selection" in line and "`proxy` and `select`" in line
+    assert main([*base, "--settings", "synth"]) == 2
+    assert "'synth' needs the selection" in _one_line(capsys.readouterr().err)
+    assert main([*base, "--settings", ""]) == 2  # "" meant every setting
+    assert "--settings: an empty value" in _one_line(capsys.readouterr().err)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("value", "expected"), [("ft", ["ft"]), ("ft,ft_up", ["ft", "ft_up"]),
+                                                 ('["ft_up"]', ["ft_up"])])  # fmt: skip
+def test_set_settings_is_a_list_of_names_not_letters(value, expected, capsys):
+    """``--set finetune.settings=ft`` was read letter by letter: "must be one of ...; got 'f'"."""
+    import json
+
+    assert main(["show-config", "--set", f"finetune.settings={value}"]) == 0
+    assert json.loads(capsys.readouterr().out)["finetune"]["settings"] == expected
+    assert main(["show-config", "--set", "finetune.settings=ft,nope"]) == 2
+    assert "'nope'" in _one_line(capsys.readouterr().err)
+
+
+def test_negative_or_repeated_confirm_seeds_are_refused(monkeypatch, capsys):
+    """``confirm --seeds ""`` became 0,1,2; -1 and 1,1 were accepted (row 10)."""
+    from llm_validation import confirm
+
+    monkeypatch.setattr(confirm, "run_confirmation", lambda *a, **k: pytest.fail("ran"))
+    for value, why in (("", "an empty value"), ("-1", "non-negative"), ("1,1", "given twice"),
+                       ("0,,1", "expected seeds")):  # fmt: skip
+        assert main(["confirm", "--seeds", value, "--dry-run"]) == 2
+        assert why in _one_line(capsys.readouterr().err), value
+    assert main(["confirm", "--seeds", "3,1", "--dry-run"]) == 0
+    assert "seeds: 3, 1" in capsys.readouterr().out

@@ -1,10 +1,15 @@
 """The shared CLI contract: one-line errors with exit 2, Ctrl-C with exit 130."""
 
+import os
+from pathlib import Path
+
 import pytest
 
 from sims.cli import ArgumentParser, UsageError, run_cli
 from sims.extras import MissingExtraError
 from sims.parallel import SweepInterrupted
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_parser_errors_are_one_line(capsys):
@@ -65,10 +70,12 @@ def test_parse_args_validates_the_environment(monkeypatch, capsys):
 
 
 def test_check_env_runs_each_set_variable_once(monkeypatch):
-    from sims.cli import ENV_CHECKS, check_env
+    from sims.cli import check_env
+    from sims.errors import registered_env_checks
 
-    assert [name for name, _ in ENV_CHECKS] == ["SBT_WORKERS", "SBT_EXECUTOR", "MARKOV_SCALE"]
-    for name, _ in ENV_CHECKS:
+    names = list(registered_env_checks())
+    assert names == ["SBT_WORKERS", "SBT_EXECUTOR", "MARKOV_SCALE"]
+    for name in names:
         monkeypatch.delenv(name, raising=False)
     check_env()
     monkeypatch.setenv("MARKOV_SCALE", "huge")
@@ -235,3 +242,75 @@ def test_closed_output_pipe_ends_quietly_with_status_141():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141
     assert err == ""
+
+
+# --------------------------------------------------------------------------- run locks
+
+
+def _holder(target, lock_dir, *, then: str):
+    """A real process that locks ``target`` and then runs ``then`` (Python)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, time\nfrom sims.io import acquire_run_lock\n"
+            f"acquire_run_lock({str(target)!r}, prog='holder')\nprint('locked', flush=True)\n"
+            + then)  # fmt: skip
+    env = dict(os.environ, SBT_LOCK_DIR=str(lock_dir), PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_a_run_lock_is_refused_while_held_released_at_exit_and_taken_over_when_stale(
+    tmp_path, monkeypatch
+):
+    import json
+    import platform
+    import signal
+
+    from sims.io import acquire_run_lock, lock_path, release_run_locks
+
+    monkeypatch.setenv("SBT_LOCK_DIR", str(tmp_path / "locks"))
+    target = tmp_path / "out"
+    proc = _holder(target, tmp_path / "locks", then="time.sleep(60)")
+    lock = lock_path(target)
+    owner = json.loads(lock.read_text())
+    assert owner["pid"] == proc.pid and owner["host"] == platform.node()
+    assert "holder" in owner["command"]
+    with pytest.raises(UsageError) as exc:  # a live owner
+        acquire_run_lock(target, arg="--out")
+    assert str(exc.value).startswith(
+        f"--out {str(target)!r} is being written by another run (PID {proc.pid} on "
+        f"{platform.node()}, since "
+    )
+    proc.send_signal(signal.SIGKILL)  # dies without releasing: a stale lock stays behind
+    proc.wait()
+    assert lock.exists()
+    assert acquire_run_lock(target) == lock  # taken over
+    assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert acquire_run_lock(target) == lock  # the same process again: fine
+    release_run_locks()
+    assert not lock.exists()
+    done = _holder(target, tmp_path / "locks", then="")  # ends normally: released at exit
+    done.wait(timeout=30)
+    assert done.returncode == 0 and not lock.exists()
+    # relative targets are the same lock as their absolute form, from the current folder
+    monkeypatch.chdir(tmp_path)
+    assert lock_path("out") == lock_path(target) == lock_path(tmp_path / "x" / ".." / "out")
+
+
+def test_a_lock_of_another_host_is_never_taken_over(tmp_path, monkeypatch):
+    """Its PID means nothing here: the message names the host and the file to delete."""
+    import json
+
+    from sims.io import acquire_run_lock, lock_path
+
+    monkeypatch.setenv("SBT_LOCK_DIR", str(tmp_path / "locks"))
+    lock = lock_path(tmp_path / "out")
+    lock.parent.mkdir()
+    lock.write_text(json.dumps({"pid": 1, "host": "node-17", "since": "then", "command": "c"}))
+    with pytest.raises(UsageError, match=f"PID 1 on node-17.*delete {lock}"):
+        acquire_run_lock(tmp_path / "out")
+    lock.write_text("{half-writ")  # a crash while writing it: unreadable, so stale
+    assert acquire_run_lock(tmp_path / "out") == lock

@@ -161,3 +161,137 @@ def test_dask_specs_parse():
     assert parse_executor(" dask-local:3 ") == ExecutorSpec("dask-local", n_workers=3)
     assert parse_executor("dask://10.0.0.5:8786").address == "10.0.0.5:8786"
     assert str(parse_executor("dask://[::1]:8786")) == "dask://[::1]:8786"
+
+
+# --------------------------------------------------------------------------- checked before work
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(args, env=None, cwd=None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", *args], env=env, cwd=cwd,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+@pytest.fixture
+def scheduler():
+    """A real ``dask scheduler`` with no worker: ``(address, port)``; stopped afterwards."""
+    port = _free_port()
+    proc = _start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
+                   "--dashboard-address", ":0"])  # fmt: skip
+    address = f"127.0.0.1:{port}"
+    import socket
+
+    deadline = time.monotonic() + 60
+    while True:  # wait until it listens
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert proc.poll() is None and time.monotonic() < deadline, "the scheduler did not start"
+        time.sleep(0.2)
+    yield address
+    proc.terminate()
+    proc.wait(timeout=30)
+    for spec in [s for s in executors._DASK if s.address == address]:
+        executors._close_dask(spec)
+
+
+def _worker(address: str, pythonpath: str, cwd: Path) -> subprocess.Popen:
+    """A ``dask worker`` importing the project from ``pythonpath`` (``cwd``: not a checkout,
+    as ``python -m`` puts the working folder first on ``sys.path``)."""
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    return _start(["distributed.cli.dask_worker", f"tcp://{address}", "--nthreads", "1",
+                   "--nworkers", "1", "--no-dashboard"], env, cwd)  # fmt: skip
+
+
+def test_a_scheduler_without_workers_is_refused_after_the_stated_timeout(scheduler, monkeypatch):
+    """It hung silently (issue 31 row 6); now a usage error naming the wait and the fix."""
+    monkeypatch.setattr(executors, "DASK_TIMEOUT", 2.0)
+    t0 = time.monotonic()
+    with pytest.raises(executors.UsageError) as exc:
+        executors.check_executor(parse_executor(f"dask://{scheduler}"))
+    assert time.monotonic() - t0 < 30
+    assert str(exc.value) == (
+        f"executor dask://{scheduler}: the scheduler has no worker after 2 s; start one with "
+        f"`dask worker {scheduler} --nthreads 1`"
+    )
+    assert not [s for s in executors._DASK if s.address == scheduler]  # no client kept
+
+
+def test_an_unreachable_scheduler_is_one_line_from_the_cli(monkeypatch, capsys, tmp_path):
+    """``figures --executor dask://...`` wrote nothing and failed after 10 s on the bar's line."""
+    from figures.__main__ import main
+
+    monkeypatch.setattr(executors, "DASK_TIMEOUT", 0.5)
+    address = f"127.0.0.1:{_free_port()}"
+    with pytest.raises(SystemExit) as exc:
+        main(["--only", "markov_fig5", "--quick", "--executor", f"dask://{address}",
+              "--out", str(tmp_path / "o"), "--results", str(tmp_path / "r")])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"dask://{address}: no Dask scheduler answered within 0.5 s" in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_worker_running_another_version_of_the_package_is_refused(scheduler, tmp_path,
+                                                                    monkeypatch):  # fmt: skip
+    """A worker importing a changed copy of ``sims`` computed other numbers silently (issue 31).
+
+    A real worker process is started with ``PYTHONPATH`` pointing at a copy of the package
+    with one changed line: the check before work names both source hashes and folders; a job
+    shipped to it (as a worker joining later would get) fails with the same message.
+    """
+    import shutil
+
+    copy = tmp_path / "other_checkout"
+    shutil.copytree(REPO / "sims", copy / "sims", ignore=shutil.ignore_patterns("__pycache__"))
+    entropy = copy / "sims" / "entropy.py"
+    entropy.write_text(entropy.read_text() + "\n# a changed line\n")
+    worker = _worker(scheduler, f"{copy}{os.pathsep}{REPO}", tmp_path)
+    try:
+        from distributed import Client
+
+        with Client(f"tcp://{scheduler}", timeout=30) as c:  # the worker is up
+            c.wait_for_workers(1, timeout=60)
+            theirs = next(iter(c.run(executors.source_fingerprint).values()))
+        mine = executors.source_fingerprint()
+        assert theirs[1] == str(copy) and mine[1] == str(REPO) and theirs[0] != mine[0]
+        monkeypatch.setattr(executors, "DASK_TIMEOUT", 30.0)
+        with pytest.raises(executors.SourceMismatch) as exc:
+            executors.check_executor(parse_executor(f"dask://{scheduler}"))
+        msg = str(exc.value)
+        assert f"(source {theirs[0]} in {copy})" in msg and f"(source {mine[0]} in {REPO})" in msg
+        # the same check runs with every job: pmap on a client whose worker has the copy
+        with Client(f"tcp://{scheduler}", timeout=30, set_as_default=False) as c:
+            with pytest.raises(executors.SourceMismatch, match=f"source {theirs[0]} in {copy}"):
+                pmap(counted_square, [(str(tmp_path), x, 0.0) for x in range(2)], executor=c)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+
+
+def test_the_same_source_passes_and_the_executor_is_in_the_provenance(scheduler, tmp_path,
+                                                                      monkeypatch):  # fmt: skip
+    """A worker of this checkout passes; results record ``executor: dask://HOST:PORT``."""
+    from sims.io import provenance
+
+    worker = _worker(scheduler, str(REPO), tmp_path)
+    try:
+        monkeypatch.setattr(executors, "DASK_TIMEOUT", 60.0)
+        spec = executors.check_executor(parse_executor(f"dask://{scheduler}"))
+        executors.use_executor(spec)
+        out = pmap(counted_square, [(str(tmp_path), x, 0.0) for x in range(3)])
+        assert [float(d.v) for d in out] == [0.0, 1.0, 4.0]
+        assert provenance()["executor"] == f"dask://{scheduler}"
+    finally:
+        executors.use_executor(None)
+        worker.terminate()
+        worker.wait(timeout=30)
+    assert provenance()["executor"] == "processes"

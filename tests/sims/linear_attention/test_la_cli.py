@@ -84,3 +84,24 @@ def test_library_never_imports_figures():
             "print(any(m == 'figures' or m.startswith('figures.') for m in sys.modules))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "False"
+
+
+def test_a_diverging_run_is_saved_and_reported(tmp_path, capsys):
+    """``--lr 2`` diverges: the summary raised TypeError on a None and --out was never written.
+
+    Now the result is written first (status failed, the trajectories up to the divergence), the
+    table shows n/a where no run has a finite loss, and one error line says what diverged.
+    """
+    from sims.io import read_netcdf
+
+    out = tmp_path / "r.nc"
+    args = "--runs 2 --steps 201 --paper-steps 101 --P 200 --d 2 --heads 2 --lr 5 --no-progress"
+    assert main([*args.split(), "--out", str(out)]) == 1
+    captured = capsys.readouterr()
+    ds = read_netcdf(out)
+    assert ds.attrs["status"] == "failed"
+    assert "n/a" in captured.out and f"wrote {out}" in captured.out
+    line = [ln for ln in captured.err.splitlines() if "error:" in ln]
+    assert len(line) == 1 and "Traceback" not in captured.err
+    assert "the run diverged (gd: training diverged in 2 of 2 run(s)" in line[0]
+    assert f"the result is saved in {out} (status failed)" in line[0]
