@@ -49,6 +49,37 @@ def test_split_and_assemble_round_trip(tmp_path):
     assert carry.assemble(tmp_path / "parts", out) == out  # idempotent
 
 
+def test_assemble_rebuilds_a_same_size_corrupted_destination(tmp_path):
+    """An existing destination is trusted only by its SHA-256, never by its size (issue 32)."""
+    data = _blob(tmp_path / "m.gguf", 2 * carry.MIB + 5)
+    carry.split_file(tmp_path / "m.gguf", tmp_path / "p", part_bytes=carry.MIB)
+    dest = tmp_path / "there" / "m.gguf"
+    dest.parent.mkdir()
+    bad = bytearray(data)
+    bad[carry.MIB + 3] ^= 0x10  # one flipped bit: same size, different content
+    dest.write_bytes(bytes(bad))
+    assert dest.stat().st_size == len(data)
+    assert carry.assemble(tmp_path / "p", dest).read_bytes() == data
+    # a stale destination with its parts gone cannot be repaired: refused, not returned
+    dest.write_bytes(bytes(bad))
+    (tmp_path / "p" / "part-02").unlink()
+    with pytest.raises(carry.CarryError, match="missing part-02"):
+        carry.assemble(tmp_path / "p", dest)
+
+
+def test_split_at_given_part_sizes_for_balanced_commands(tmp_path):
+    data = _blob(tmp_path / "m.gguf", 3 * carry.MIB + 11)
+    man = carry.split_file(
+        tmp_path / "m.gguf", tmp_path / "p", part_bytes=[carry.MIB, 2 * carry.MIB + 11]
+    )
+    assert [p.size for p in man.parts] == [carry.MIB, 2 * carry.MIB + 11]
+    assert carry.assemble(tmp_path / "p", tmp_path / "o").read_bytes() == data
+    with pytest.raises(carry.CarryError, match="cover"):  # sizes that leave bytes behind
+        carry.split_file(tmp_path / "m.gguf", tmp_path / "q", part_bytes=[carry.MIB, carry.MIB])
+    with pytest.raises(carry.CarryError, match="1 MiB"):
+        carry.split_file(tmp_path / "m.gguf", tmp_path / "q", part_bytes=[1000, 4 * carry.MIB])
+
+
 def test_assemble_names_missing_and_corrupt_parts_and_writes_nothing(tmp_path):
     _blob(tmp_path / "f.bin", 3 * carry.MIB)
     man = carry.split_file(tmp_path / "f.bin", tmp_path / "p", part_bytes=carry.MIB)
