@@ -69,6 +69,11 @@ class Variant:
         needs: a module that must import for the variant to run (``None``: always).
         oracle_clean: an oracle beyond the paper: do not upsample the corrupted examples
             (whose answers are wrong, an irreducible loss) of the selected set.
+        match_steps: another variant's key (``ft_up``): train on this variant's own data
+            (``setting``) for exactly as many optimizer steps as that variant takes for the same
+            seed (its selection, hence its upsampled size, is made from the same proxy run).
+            ``ft_matched`` is FT with FT+UP's step count: "upsampling helps" apart from
+            "training longer helps".
     """
 
     setting: str = "ft"
@@ -78,11 +83,13 @@ class Variant:
     optimizer: str = "adamw"
     needs: str | None = None
     oracle_clean: bool = False
+    match_steps: str | None = None
 
 
 #: The conditions of the experiment (the paper's table/figure in the comment).
 VARIANTS: dict[str, Variant] = {
     "ft": Variant("ft"),  # Table 2 FT
+    "ft_matched": Variant("ft", match_steps="ft_up"),  # FT for FT+UP's steps (not in the paper)
     "ft_up": Variant("ft_up"),  # Table 2 FT+UP (trajectories, 5 checkpoints, small proxy)
     "random": Variant("random"),  # Table 4 Rand.
     "easy": Variant("easy"),  # Table 4 Easy
@@ -341,6 +348,31 @@ def learning_times(steps: np.ndarray, curves: np.ndarray, fraction: float = 0.5)
     return out
 
 
+def matched_epochs(steps: int, n_examples: int, batch_size: int) -> float:
+    """Epochs over ``n_examples`` that make exactly ``steps`` optimizer steps at ``batch_size``.
+
+    The schedule takes ``ceil(ceil(n / B) * epochs)`` steps (:func:`llm_validation.training.
+    schedule`, as the Trainer); ``(steps - 1/2) / ceil(n / B)`` lands half a step inside the
+    wanted count, so floating-point rounding cannot add or drop one.
+
+    Examples:
+        >>> matched_epochs(120, 1045, 32)  # 33 steps per epoch
+        3.621212121212121
+    """
+    if steps < 1 or n_examples < 1 or batch_size < 1:
+        raise ValueError(
+            f"`steps`, `n_examples`, `batch_size` must be positive; got {steps}, {n_examples}, "
+            f"{batch_size}."
+        )
+    per_epoch = math.ceil(n_examples / batch_size)
+    return (steps - 0.5) / per_epoch
+
+
+def _selected(v: Variant) -> Variant:
+    """The variant whose selection ``v`` needs (``ft_matched``: FT+UP's, for its step count)."""
+    return VARIANTS[v.match_steps] if v.match_steps is not None else v
+
+
 def _threads(workers: int, fixed: int | None = None) -> int:
     return fixed if fixed else max(1, (os.cpu_count() or 1) // max(1, workers))
 
@@ -414,7 +446,7 @@ def _job_finetune(job: dict):
     held = _examples(job["heldout_file"]) if job.get("heldout_file") else []
     if job["variant"] == "pt":
         model, tok = load_model(job["model"], padding_side="left")
-        train_s = 0.0
+        train_s, train_steps = 0.0, 0
     else:
         cfg: FinetuneConfig = job["cfg"]
         train = _examples(job["train_file"])
@@ -445,7 +477,7 @@ def _job_finetune(job: dict):
             callbacks=[recorder],
             progress=False,
         )
-        train_s = res.seconds
+        train_s, train_steps = res.seconds, res.steps
         if len(recorder.done()) == len(recorder.steps):
             probes_ds = xr.Dataset(
                 {"probe_loss": (("probe", "record"), recorder.trajectories())},
@@ -477,6 +509,7 @@ def _job_finetune(job: dict):
         coords={"benchmark": list(BENCHMARKS)},
         attrs={
             "train_seconds": train_s,
+            "train_steps": train_steps,
             "seconds": time.perf_counter() - t0,
             "cpu_seconds": time.process_time() - c0,
         },
@@ -485,6 +518,7 @@ def _job_finetune(job: dict):
         ds = xr.merge([ds, probes_ds])
         ds.attrs.update(
             train_seconds=train_s,
+            train_steps=train_steps,
             seconds=time.perf_counter() - t0,
             cpu_seconds=time.process_time() - c0,
         )
@@ -536,6 +570,7 @@ def run_confirmation(
     """
     from llm_validation.corpus import write_corpus
     from llm_validation.selection import select_examples, usage_counts
+    from llm_validation.training import schedule
     from sims.io import ensure_writable, provenance, write_netcdf
     from sims.parallel import JobStore, default_workers, pmap
 
@@ -615,7 +650,7 @@ def run_confirmation(
         for j, r in zip(pre_jobs, res, strict=True):
             models[j["role"]] = r.attrs["folder"]
     # 3. proxies: one run per (seed, proxy kind), 15 checkpoints over one epoch
-    kinds = sorted({v.proxy for v in variants.values() if v.setting != "ft"})
+    kinds = sorted({_selected(v).proxy for v in variants.values() if _selected(v).setting != "ft"})
     proxy_jobs = [
         {
             "kind": "proxy",
@@ -662,20 +697,31 @@ def run_confirmation(
                 ]
             )
         )
+
+        def counts_of(v: Variant, vname: str, s: int = s) -> np.ndarray:
+            if v.setting == "ft":
+                return np.ones(len(train), np.int64)
+            scfg = dataclasses.replace(
+                cfg.selection, features=v.features, n_checkpoints=v.k, seed=s
+            )
+            sel = select_examples(trajs[(s, v.proxy)], scfg)
+            c = usage_counts(sel, v.setting, scfg.upsample_factor)
+            if v.oracle_clean:
+                c[corrupted[train_idx]] = 1
+            sel_info[(s, vname)] = sel
+            return c
+
         for vname, v in variants.items():
-            counts = np.ones(len(train), np.int64)
-            if v.setting != "ft":
-                scfg = dataclasses.replace(
-                    cfg.selection, features=v.features, n_checkpoints=v.k, seed=s
-                )
-                sel = select_examples(trajs[(s, v.proxy)], scfg)
-                counts = usage_counts(sel, v.setting, scfg.upsample_factor)
-                if v.oracle_clean:
-                    counts[corrupted[train_idx]] = 1
-                sel_info[(s, vname)] = sel
+            counts = counts_of(v, vname)
             fcfg = dataclasses.replace(
                 cfg.finetune, model=models["target"], seed=s, optimizer=v.optimizer
             )
+            if v.match_steps is not None:  # the other variant's steps, same seed and proxy run
+                other = counts_of(VARIANTS[v.match_steps], v.match_steps)
+                steps = schedule(int(other.sum()), fcfg.batch_size, fcfg.epochs).total
+                fcfg = dataclasses.replace(
+                    fcfg, epochs=matched_epochs(steps, int(counts.sum()), fcfg.batch_size)
+                )
             ft_jobs.append(
                 {
                     "kind": "finetune",
@@ -803,6 +849,7 @@ def _aggregate(
     seeds = list(cfg.seeds)
     acc = np.full((len(names), len(seeds), len(BENCHMARKS)), np.nan)
     train_s = np.full((len(names), len(seeds)), np.nan)
+    train_steps = np.full((len(names), len(seeds)), np.nan)
     ent_src = np.full((len(names), len(seeds)), np.nan)
     ent_clu = np.full((len(names), len(seeds)), np.nan)
     t_hard = np.full((len(names), len(seeds)), np.nan)
@@ -829,6 +876,7 @@ def _aggregate(
         if n_held:
             held[i, j] = r["heldout_loss"].values
         train_s[i, j] = r.attrs.get("train_seconds", np.nan)
+        train_steps[i, j] = r.attrs.get("train_steps", np.nan)
         if "probe_loss" in r:
             probes = r["probe"].values
             steps = r["record_step"].values
@@ -885,6 +933,7 @@ def _aggregate(
             "accuracy": (("variant", "seed", "benchmark"), acc),
             "pt_accuracy": ("benchmark", pt_acc),
             "train_seconds": (("variant", "seed"), train_s),
+            "train_steps": (("variant", "seed"), train_steps),
             "entropy_sources": (("variant", "seed"), ent_src),
             "entropy_clusters": (("variant", "seed"), ent_clu),
             "t_hard": (("variant", "seed"), t_hard),
@@ -938,11 +987,11 @@ def _mean_sd(vals, digits: int = 1, scale: float = 1.0) -> str:
 def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
     """Mean ± std (over seeds) per benchmark and average, columns = variants.
 
-    A table whose own variants (those other than PT, FT, FT+UP) were all left out of the run
-    is omitted rather than drawn with the baselines only.
+    A table whose own variants (those other than PT, FT, FT+UP and FT with FT+UP's steps) were
+    all left out of the run is omitted rather than drawn with the baselines only.
     """
     have = [c for c in cols if c == "pt" or c in ds["variant"].values]
-    own = [c for c in cols if c not in ("pt", "ft", "ft_up")]
+    own = [c for c in cols if c not in ("pt", "ft", "ft_up", "ft_matched")]
     if own and not any(c in have for c in own):
         return []
     lines = [
@@ -970,10 +1019,11 @@ def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
 
 
 #: The paired comparisons of the report (claim tested: see the paper's table in VARIANTS).
-_PAIRS = [("ft_up", "ft"), ("random", "ft"), ("easy", "ft"), ("ft_up", "random"),
-          ("ft_up", "easy"), ("ft_up", "ft_up_last"), ("ft_up_k10", "ft_up"),
-          ("ft_up_k15", "ft_up"), ("ft_up_self", "ft_up"), ("ft_up_muon", "ft_muon"),
-          ("ft_fsam", "ft"), ("ft_up", "ft_fsam"), ("ft_up_clean", "ft_up")]  # fmt: skip
+_PAIRS = [("ft_up", "ft"), ("ft_up", "ft_matched"), ("ft_matched", "ft"), ("random", "ft"),
+          ("easy", "ft"), ("ft_up", "random"), ("ft_up", "easy"), ("ft_up", "ft_up_last"),
+          ("ft_up_k10", "ft_up"), ("ft_up_k15", "ft_up"), ("ft_up_self", "ft_up"),
+          ("ft_up_muon", "ft_muon"), ("ft_fsam", "ft"), ("ft_up", "ft_fsam"),
+          ("ft_up_clean", "ft_up")]  # fmt: skip
 
 
 def _avg_accuracy(ds, v: str) -> np.ndarray:
@@ -1153,7 +1203,11 @@ def report(ds) -> str:
             "",
         ]
     out += _contamination_lines(ds)
-    out += _table(ds, {"pt": "PT", "ft": "FT", "ft_up": "FT+UP"}, "Table 2 layout")
+    out += _table(
+        ds,
+        {"pt": "PT", "ft": "FT", "ft_matched": "FT (FT+UP's steps)", "ft_up": "FT+UP"},
+        "Table 2 layout",
+    )
     out += _table(
         ds,
         {"ft": "FT", "random": "Rand.", "easy": "Easy", "ft_up": "Hard"},

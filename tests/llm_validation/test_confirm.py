@@ -15,6 +15,7 @@ from llm_validation.confirm import (
     VARIANTS,
     ConfirmConfig,
     learning_times,
+    matched_epochs,
     paired_ci,
     report,
     run_confirmation,
@@ -161,7 +162,7 @@ def test_reuse_needs_a_finished_run_of_the_same_corpus(tmp_path):
 
 
 def test_every_variant_is_described():
-    names = {"ft", "ft_up", "random", "easy", "ft_up_last", "ft_up_k10", "ft_up_k15",
+    names = {"ft", "ft_matched", "ft_up", "random", "easy", "ft_up_last", "ft_up_k10", "ft_up_k15",
              "ft_up_self", "ft_muon", "ft_up_muon", "ft_fsam", "ft_up_clean"}  # fmt: skip
     assert names == set(VARIANTS)
     assert VARIANTS["ft_up_last"].features == "last" and VARIANTS["ft_up_k15"].k == 15
@@ -269,3 +270,37 @@ def test_program_table_shares_and_accuracies():
     assert row == "| ft | 10.0 ± 0.0 | 50.0 ± 0.0 | 0.0 ± 0.0 | 30.0 ± 2.0 | 25.0 ± 2.0 |"
     pt = next(ln for ln in text.splitlines() if ln.startswith("| PT |"))
     assert pt == "| PT | 0.0 | – | – | 5.0 | 5.0 |"
+
+
+def test_matched_epochs_give_exactly_the_wanted_steps():
+    from llm_validation.training import schedule
+
+    # 1045 examples at batch 32: 33 steps per epoch; 120 steps = 119.5/33 epochs
+    assert matched_epochs(120, 1045, 32) == pytest.approx(119.5 / 33)
+    for n, b in [(1045, 32), (152, 16), (7, 3), (1000, 8)]:
+        for steps in range(1, 400, 7):
+            assert schedule(n, b, matched_epochs(steps, n, b)).total == steps
+    with pytest.raises(ValueError, match="must be positive"):
+        matched_epochs(0, 10, 2)
+
+
+@pytest.mark.slow
+def test_ft_matched_takes_ft_ups_steps_on_the_original_data(tmp_path):
+    """``ft_matched``: FT's data (each example once per epoch) for FT+UP's optimizer steps."""
+    from llm_validation.training import schedule
+
+    cfg = dataclasses.replace(
+        SCALES["quick"], variants=("ft", "ft_matched", "ft_up"), seeds=(3,), n_heldout=0
+    )
+    ds = run_confirmation(cfg, tmp_path, quiet=True)
+    steps = ds["train_steps"].sel(seed=3)
+    n_train = sum(1 for ln in (tmp_path / "data" / "train_split.jsonl").open() if ln.strip())
+    ft_steps = schedule(n_train, cfg.finetune.batch_size, cfg.finetune.epochs).total
+    assert int(steps.sel(variant="ft")) == ft_steps  # ceil(n / 16) for one epoch
+    # FT+UP trains longer (duplicated hard examples) and ft_matched exactly as long
+    assert int(steps.sel(variant="ft_up")) > ft_steps
+    assert int(steps.sel(variant="ft_matched")) == int(steps.sel(variant="ft_up"))
+    # ... on the original data: its epochs are fractional passes over the n_train examples
+    done = (tmp_path / "seed3" / "ft_matched" / "final" / "DONE").read_text()  # the Trainer's
+    assert done.strip() == f"steps={int(steps.sel(variant='ft_up'))}"
+    assert "| Dataset | PT | FT | FT (FT+UP's steps) | FT+UP |" in report(ds)
