@@ -1,25 +1,31 @@
-"""One GPU campaign, rehearsed on a CPU (issue 21): ``python -m llm_validation campaign``.
+"""The GPU campaign in 15-minute leases (issues 21, 30): ``python -m llm_validation campaign``.
 
-Nothing in this project had run on a GPU; a GPU is lent now and then for about 30 minutes, 10
-minutes per command, on a machine that reaches no registry. The campaign is the GPU work as
-one resumable, rehearsed program:
+A GPU is lent now and then for 900 s of device time (the machine's start and every transfer
+counted), 600 s per command, 64 MiB carried per command, on a machine that reaches no registry
+and keeps files only while warm. The campaign is the GPU work as one resumable, rehearsed
+program:
 
-* stages in priority order (:data:`~llm_validation.campaign.stages.STAGES`), each planned at
-  <= 540 s on one H100: ``preflight``, ``throughput``, ``markov_fig2_3``, ``confirm``,
+* stages in order of value (:data:`~llm_validation.campaign.stages.STAGES`): ``preflight``
+  (folded into every lease's first command; a failure blocks the rest), ``confirm`` (from
+  scratch: nothing carried but wheels), ``confirm_smollm2``, ``throughput``, ``markov_fig2_3``,
   ``markov_fig8_9``, ``markov_fig5``, ``sosd``;
+* :mod:`.plan` packs them into leases (``--dry-run``, ``--device-plan``, ``--lease-seconds``);
 * ``summary.json`` plus small per-stage JSON/CSV in ``--out`` (:mod:`.runner`), heavy files in
   ``--work``; a rerun skips finished stages; ``--deadline`` stops before the tool's limit;
-* ``--rehearse``: every stage at toy size on this CPU through the same code, with the image's
-  packages emulated (:mod:`llm_validation.carry`); its summary is marked as a rehearsal;
-* ``--prepare-carry`` / ``--device-plan``: the wheels and the SmolLM2 GGUF (in checksummed
-  parts) to carry, and the exact device commands (:mod:`.device`);
+* ``--rehearse``: every planned device command run here in a fresh copy of the tree with only
+  what it carries, under the machine's limits (:mod:`.rehearse`); ``--size toy`` runs stages
+  here at toy size with the image's packages emulated (:mod:`llm_validation.carry`);
+* ``--prepare-carry``: the wheels and the SmolLM2 GGUF in balanced, checksummed parts
+  (:mod:`.device`);
 * ``--collect`` / ``--publish``: bring a GPU run's results back and into
   ``figures/summaries/gpu/``, which ``python -m figures`` draws (``gpu_*`` figures).
 
+The README's section "The GPU campaign in 15-minute leases" is the page for whoever holds the GPU.
+
 Examples:
     >>> from llm_validation.campaign import stages
-    >>> stages.stage_names()[:2]
-    ['preflight', 'throughput']
+    >>> stages.stage_names()[:3]
+    ['preflight', 'confirm', 'confirm_smollm2']
     >>> all(s.planned_seconds <= 540 for s in stages.STAGES)
     True
 """
@@ -35,8 +41,9 @@ from pathlib import Path
 __all__ = ["HELP", "add_arguments", "run", "main", "REPO", "PUBLISHED"]
 
 HELP = (
-    "GPU campaign (issue 21): preflight, throughput, Markov paper scale, confirmation, SoSD; "
-    "--rehearse runs it at toy size on a CPU"
+    "GPU campaign in 15-minute leases (issue 30): confirmation first, then throughput, Markov "
+    "paper scale, SoSD; --dry-run plans the leases, --rehearse runs every device command here "
+    "under the machine's limits. Guide: README, 'The GPU campaign in 15-minute leases'"
 )
 PROG = "python -m llm_validation campaign"
 REPO = Path(__file__).resolve().parents[2]
@@ -344,7 +351,7 @@ def _check_parts(carry_dir: Path) -> int:
         f"{man.name}: {len(state['ok'])} of {len(man.parts)} parts intact"
         + "".join(f"; {k}: {', '.join(v)}" for k, v in state.items() if k != "ok" and v)
     )
-    return 0 if len(state["ok"]) == len(man.parts) else 1
+    return 1 if state["corrupt"] else 0  # parts still to come (a carry-only command) are fine
 
 
 def _run_stages(args, size: str, out: Path, work: Path, carry_dir: Path, t0: float) -> int:
