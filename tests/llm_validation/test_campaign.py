@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -716,6 +717,13 @@ def test_dry_run_lists_every_stage_within_540_s(capsys):
             listed[parts[1]] = float(parts[2])
     assert listed == {s.name: s.planned_seconds for s in STAGES}
     assert max(listed.values()) <= 540 and "needs:" in out
+    # lease 1 runs the confirmation, its start-up counted, within 900 s
+    lease1 = next(ln for ln in out.splitlines() if ln.startswith("Lease 1:"))
+    planned, of = (float(x) for x in re.findall(r"(\d+) s of (\d+) planned", lease1)[0])
+    assert planned <= of == 900 and "start-up 120 s" in lease1
+    assert "  1.1 preflight 30 s + confirm 510 s;" in out
+    assert campaign_main(["--dry-run", "--lease-seconds", "1800", "--startup-seconds", "60"]) == 0
+    assert "Lease 1: " in (longer := capsys.readouterr().out) and "of 1800 planned" in longer
 
 
 # ------------------------------------------------------------------------- the rehearsal
