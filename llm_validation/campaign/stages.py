@@ -1113,9 +1113,10 @@ STAGES = (
         "x 3 seeds (accuracy and held-out loss); nothing carried but the wheels",
         510,
         "wheels (math-verify); nothing else: models pre-trained on the generated corpus here",
-        "the confirm helper's gpu-scratch scale (or gpu_scratch_fallback): pre-training of a "
-        "~20M target and a ~3M proxy, 3 proxy runs, 15 fine-tunes + evaluations, 4 processes "
-        "sharing the GPU; resumes from its job store if cut",
+        "llm_validation.confirm's gpu-scratch scale (its sizing, not run): pre-training of a "
+        "~27M-parameter target (width 512, 8 layers) and a ~1M proxy on 60,000 generated "
+        "problems, 3 proxy runs, 15 fine-tunes + evaluations, 4 processes sharing the GPU; "
+        "resumes from its job store while the machine is warm",
         confirm,
     ),
     StageSpec(
