@@ -318,9 +318,12 @@ def available_memory() -> int:
 
 
 def _confirm_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scale", choices=("cpu", "gpu"), default="cpu", help="scale")
+    p.add_argument("--scale", choices=("cpu", "gpu", "gpu-scratch", "quick"), default="cpu",
+                   help="scale (llm_validation.confirm.SCALES; quick: a smoke run of every "
+                        "stage)")  # fmt: skip
     p.add_argument("--seeds", type=seed_list, default=None,
-                   help="distinct non-negative seeds, comma-separated (default 0,1,2)")
+                   help="distinct non-negative seeds, comma-separated (default: the scale's, "
+                        "cpu: 0-4)")  # fmt: skip
     p.add_argument("--variants", default=None,
                    help="comma-separated variants, or 'all' (default: the scale's; see "
                         "llm_validation.confirm.VARIANTS)")  # fmt: skip

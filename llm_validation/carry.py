@@ -442,27 +442,36 @@ def sha256_file(path: str | os.PathLike, block: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def split_file(path: str | os.PathLike, dest: str | os.PathLike, *, part_bytes: int) -> Manifest:
-    """Cut ``path`` into parts of at most ``part_bytes`` in the folder ``dest``, with a manifest.
+def split_file(
+    path: str | os.PathLike, dest: str | os.PathLike, *, part_bytes: int | Sequence[int]
+) -> Manifest:
+    """Cut ``path`` into parts in the folder ``dest``, with a manifest.
 
-    Writes ``dest/part-01``, ``dest/part-02``, ... and ``dest/manifest.json`` (the whole file's
-    name, size and SHA-256 and each part's). Old parts in ``dest`` are removed first.
+    ``part_bytes``: every part's largest size, or each part's size in turn (the device plan
+    balances the bytes each command carries; they must cover the file). Writes
+    ``dest/part-01``, ``dest/part-02``, ... and ``dest/manifest.json`` (the whole file's name,
+    size and SHA-256 and each part's). Old parts in ``dest`` are removed first.
 
     Raises:
-        CarryError: for a missing file or a ``part_bytes`` below 1 MiB.
+        CarryError: for a missing file, a size below 1 MiB, or sizes that do not cover the file.
     """
     path, dest = Path(path), Path(dest)
     if not path.is_file():
         raise CarryError(f"`path` {str(path)!r} is not a file.")
-    if not isinstance(part_bytes, int) or part_bytes < MIB:
-        raise CarryError(f"`part_bytes` must be an int >= 1 MiB; got {part_bytes!r}.")
+    sizes = [part_bytes] if isinstance(part_bytes, int) else list(part_bytes)
+    if not sizes or any(not isinstance(b, int) or b < MIB for b in sizes):
+        raise CarryError(f"`part_bytes` must be ints >= 1 MiB; got {part_bytes!r}.")
+    if not isinstance(part_bytes, int) and sum(sizes) < path.stat().st_size:
+        raise CarryError(
+            f"`part_bytes` {sizes} do not cover {path.name}'s {path.stat().st_size} bytes."
+        )
     dest.mkdir(parents=True, exist_ok=True)
     for old in dest.glob("part-*"):
         old.unlink()
     parts, whole = [], hashlib.sha256()
     with path.open("rb") as f:
         i = 0
-        while chunk := f.read(part_bytes):
+        while chunk := f.read(sizes[min(i, len(sizes) - 1)]):
             i += 1
             whole.update(chunk)
             name = f"part-{i:02d}"

@@ -69,6 +69,11 @@ class Variant:
         needs: a module that must import for the variant to run (``None``: always).
         oracle_clean: an oracle beyond the paper: do not upsample the corrupted examples
             (whose answers are wrong, an irreducible loss) of the selected set.
+        match_steps: another variant's key (``ft_up``): train on this variant's own data
+            (``setting``) for exactly as many optimizer steps as that variant takes for the same
+            seed (its selection, hence its upsampled size, is made from the same proxy run).
+            ``ft_matched`` is FT with FT+UP's step count: "upsampling helps" apart from
+            "training longer helps".
     """
 
     setting: str = "ft"
@@ -78,11 +83,13 @@ class Variant:
     optimizer: str = "adamw"
     needs: str | None = None
     oracle_clean: bool = False
+    match_steps: str | None = None
 
 
 #: The conditions of the experiment (the paper's table/figure in the comment).
 VARIANTS: dict[str, Variant] = {
     "ft": Variant("ft"),  # Table 2 FT
+    "ft_matched": Variant("ft", match_steps="ft_up"),  # FT for FT+UP's steps (not in the paper)
     "ft_up": Variant("ft_up"),  # Table 2 FT+UP (trajectories, 5 checkpoints, small proxy)
     "random": Variant("random"),  # Table 4 Rand.
     "easy": Variant("easy"),  # Table 4 Easy
@@ -108,7 +115,11 @@ class ConfirmConfig:
         n_test: problems per benchmark.
         n_heldout: clean held-out problems from the training distribution; their solution loss
             after fine-tuning is the low-variance companion of the accuracy (0: not measured).
+        heldout_acc_per_source: the first this many held-out problems of each source are also
+            answered (greedy generation) and scored: the per-source accuracy (0: not measured).
         corpus_seed: seed of the corpus.
+        levels: difficulty levels of every split of the corpus (:func:`llm_validation.corpus.
+            generate_corpus`; 1-4 = more digits, steps and larger coefficients).
         noise_rate: fraction of training examples with a wrong final answer (irreducible loss).
         target: ``scratch`` or a model spec (``gemma3-270m``).
         proxy: ``scratch`` (a smaller from-scratch model) or a model spec.
@@ -139,7 +150,9 @@ class ConfirmConfig:
     n_train: int = 1100
     n_test: int = 60
     n_heldout: int = 520
+    heldout_acc_per_source: int = 16
     corpus_seed: int = 0
+    levels: tuple[int, ...] = (1, 2, 3, 4)
     noise_rate: float = 0.05
     target: str = "scratch"
     proxy: str = "scratch"
@@ -183,10 +196,8 @@ class ConfirmConfig:
         optimizer_kwargs={},
     )
     selection: SelectionConfig = SelectionConfig(small_sources="none", min_source_size=20)
-    variants: tuple[str, ...] = (
-        "ft", "ft_up", "random", "easy", "ft_up_last", "ft_up_k15", "ft_muon", "ft_up_muon",
-    )  # fmt: skip
-    seeds: tuple[int, ...] = (0, 1, 2)
+    variants: tuple[str, ...] = ("ft", "ft_matched", "ft_up", "random", "easy")
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     max_length: int = 192
     max_new_tokens: int = 144
     eval_batch_size: int = 64
@@ -207,6 +218,9 @@ class ConfirmConfig:
 
 
 _CPU = ConfirmConfig()
+
+#: Pre-training problems of the ``gpu-scratch`` scale.
+GPU_SCRATCH_PRETRAIN = 60_000
 
 #: The documented scales: ``cpu`` (~30 minutes on 2 cores), ``gpu`` (about 25 minutes on one
 #: H100; an estimate, not run in the session that wrote it) and ``quick`` (a smoke run of every
@@ -241,6 +255,7 @@ SCALES: dict[str, ConfirmConfig] = {
         variants=("ft", "ft_up", "random", "easy", "ft_up_last"),
         seeds=(0, 1),
         workers=1,
+        heldout_acc_per_source=2,
         max_new_tokens=4,
         probes_per_source=3,
         n_records=3,
@@ -283,7 +298,35 @@ SCALES: dict[str, ConfirmConfig] = {
         eval_batch_size=150,
         probes_per_source=32,
         n_records=10,
+        heldout_acc_per_source=32,
         workers=4,
+    ),
+    "gpu-scratch": dataclasses.replace(
+        _CPU,
+        name="gpu-scratch",
+        n_pretrain=GPU_SCRATCH_PRETRAIN,
+        n_train=3000,
+        n_test=150,
+        n_heldout=1040,
+        target_pretrain=PretrainConfig(
+            size=TinySize(hidden=512, layers=8, heads=8, kv_heads=4, intermediate=1536),
+            epochs=2.0,
+            batch_size=64,
+            lr=1e-3,
+        ),
+        proxy_pretrain=PretrainConfig(
+            size=TinySize(hidden=128, layers=4, heads=4, kv_heads=2, intermediate=384),
+            epochs=2.0,
+            batch_size=64,
+            lr=2e-3,
+        ),
+        finetune=dataclasses.replace(_CPU.finetune, lr=3e-4),
+        seeds=(0, 1, 2),
+        eval_batch_size=256,
+        probes_per_source=32,
+        heldout_acc_per_source=32,
+        workers=4,
+        threads=4,
     ),
 }
 
@@ -339,6 +382,75 @@ def learning_times(steps: np.ndarray, curves: np.ndarray, fraction: float = 0.5)
         t0, t1, y0, y1 = steps[j - 1], steps[j], c[j - 1], c[j]
         out[g] = t0 + (t1 - t0) * (y0 - level) / (y0 - y1) if y0 != y1 else t1
     return out
+
+
+def matched_epochs(steps: int, n_examples: int, batch_size: int) -> float:
+    """Epochs over ``n_examples`` that make exactly ``steps`` optimizer steps at ``batch_size``.
+
+    The schedule takes ``ceil(ceil(n / B) * epochs)`` steps (:func:`llm_validation.training.
+    schedule`, as the Trainer); ``(steps - 1/2) / ceil(n / B)`` lands half a step inside the
+    wanted count, so floating-point rounding cannot add or drop one.
+
+    Examples:
+        >>> matched_epochs(120, 1045, 32)  # 33 steps per epoch
+        3.621212121212121
+    """
+    if steps < 1 or n_examples < 1 or batch_size < 1:
+        raise ValueError(
+            f"`steps`, `n_examples`, `batch_size` must be positive; got {steps}, {n_examples}, "
+            f"{batch_size}."
+        )
+    per_epoch = math.ceil(n_examples / batch_size)
+    return (steps - 0.5) / per_epoch
+
+
+#: How a held-out problem's completion is scored, by its source's solution style: the
+#: evaluator's rules of the benchmark written in that style (``#### X`` / "The answer is X." /
+#: a printed value: GSM8K-like numeric rules, letters accepted as NumGLUE does; ``\boxed{X}``:
+#: MATH's).
+_STYLE_RULES = {"gsm": "numglue", "cot": "numglue", "code": "numglue", "boxed": "math"}
+
+
+def heldout_subset(sources: Sequence[str], per_source: int) -> np.ndarray:
+    """Indices of the first ``per_source`` held-out problems of each source (file order).
+
+    Examples:
+        >>> heldout_subset(["a", "b", "a", "a", "c", "b"], 2).tolist()
+        [0, 1, 2, 5, 4]
+    """
+    if per_source < 0:
+        raise ValueError(f"`per_source` must be >= 0; got {per_source}.")
+    seen: dict[str, list[int]] = {}
+    for i, s in enumerate(sources):
+        seen.setdefault(s, [])
+        if len(seen[s]) < per_source:
+            seen[s].append(i)
+    return np.array([i for idx in seen.values() for i in idx], dtype=int)
+
+
+def score_heldout(completions: Sequence[str], records: Sequence[Mapping]) -> np.ndarray:
+    """1.0/0.0 per held-out completion: its final answer equals the record's exact answer.
+
+    ``records`` are held-out corpus records (``answer``, ``style``); a multiple-choice answer
+    ``(B)`` is compared as the letter ``B``. Programs are run in the sandbox (MAmmoTH).
+    """
+    from llm_validation.scoring import extract_answer, is_correct, program_outputs
+
+    printed = program_outputs(list(completions))
+    out = np.zeros(len(records))
+    for i, (comp, rec) in enumerate(zip(completions, records, strict=True)):
+        rule = _STYLE_RULES[rec["style"]]
+        gold = str(rec["answer"]).strip()
+        if gold.startswith("(") and gold.endswith(")") and len(gold) == 3:
+            gold = gold[1]
+        pred = extract_answer(rule, comp, program_output=printed[i])
+        out[i] = float(is_correct(rule, pred, gold))
+    return out
+
+
+def _selected(v: Variant) -> Variant:
+    """The variant whose selection ``v`` needs (``ft_matched``: FT+UP's, for its step count)."""
+    return VARIANTS[v.match_steps] if v.match_steps is not None else v
 
 
 def _threads(workers: int, fixed: int | None = None) -> int:
@@ -414,7 +526,7 @@ def _job_finetune(job: dict):
     held = _examples(job["heldout_file"]) if job.get("heldout_file") else []
     if job["variant"] == "pt":
         model, tok = load_model(job["model"], padding_side="left")
-        train_s = 0.0
+        train_s, train_steps = 0.0, 0
     else:
         cfg: FinetuneConfig = job["cfg"]
         train = _examples(job["train_file"])
@@ -445,7 +557,7 @@ def _job_finetune(job: dict):
             callbacks=[recorder],
             progress=False,
         )
-        train_s = res.seconds
+        train_s, train_steps = res.seconds, res.steps
         if len(recorder.done()) == len(recorder.steps):
             probes_ds = xr.Dataset(
                 {"probe_loss": (("probe", "record"), recorder.trajectories())},
@@ -472,11 +584,25 @@ def _job_finetune(job: dict):
 
         recs = tokenize_examples(held, tok, max_length=job["max_length"])
         data["heldout_loss"] = ("heldout", per_example_losses(model, recs, pad_id=tok.pad_token_id))
+        if job.get("heldout_acc_per_source", 0):
+            from llm_validation.data import format_prompt
+            from llm_validation.evaluate import generate
+
+            raw = json.loads(Path(job["heldout_file"]).read_text())
+            idx = heldout_subset([r["source"] for r in raw], job["heldout_acc_per_source"])
+            comps = generate(
+                model, tok, [format_prompt(raw[i]["instruction"]) for i in idx],
+                max_new_tokens=job["max_new_tokens"], batch_size=job["eval_batch_size"],
+            )  # fmt: skip
+            correct = np.full(len(held), np.nan)
+            correct[idx] = score_heldout(comps, [raw[i] for i in idx])
+            data["heldout_correct"] = ("heldout", correct)
     ds = xr.Dataset(
         data,
         coords={"benchmark": list(BENCHMARKS)},
         attrs={
             "train_seconds": train_s,
+            "train_steps": train_steps,
             "seconds": time.perf_counter() - t0,
             "cpu_seconds": time.process_time() - c0,
         },
@@ -485,6 +611,7 @@ def _job_finetune(job: dict):
         ds = xr.merge([ds, probes_ds])
         ds.attrs.update(
             train_seconds=train_s,
+            train_steps=train_steps,
             seconds=time.perf_counter() - t0,
             cpu_seconds=time.process_time() - c0,
         )
@@ -536,6 +663,7 @@ def run_confirmation(
     """
     from llm_validation.corpus import write_corpus
     from llm_validation.selection import select_examples, usage_counts
+    from llm_validation.training import schedule
     from sims.io import ensure_writable, provenance, write_netcdf
     from sims.parallel import JobStore, default_workers, pmap
 
@@ -544,6 +672,7 @@ def run_confirmation(
         check_reuse_folder(reuse_from, out)  # before the corpus is written
     t_start = time.perf_counter()
     cpu: dict[str, float] = {}  # CPU seconds per phase (1 thread per worker: idle-core time)
+    job_cpu: dict = {}  # CPU seconds per job (benchmarks/bench_confirm.py estimates from them)
     variants = {v: VARIANTS[v] for v in cfg.variants if _available(VARIANTS[v])}
     skipped = [v for v in cfg.variants if v not in variants]
     if skipped:
@@ -559,6 +688,7 @@ def run_confirmation(
             n_heldout=cfg.n_heldout,
             seed=cfg.corpus_seed,
             noise_rate=cfg.noise_rate,
+            levels=cfg.levels,
         )
     from llm_validation.data import split_train_val
 
@@ -614,8 +744,9 @@ def run_confirmation(
         cpu["pretrain"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
         for j, r in zip(pre_jobs, res, strict=True):
             models[j["role"]] = r.attrs["folder"]
+            job_cpu[f"pretrain_{j['role']}"] = float(r.attrs.get("cpu_seconds", np.nan))
     # 3. proxies: one run per (seed, proxy kind), 15 checkpoints over one epoch
-    kinds = sorted({v.proxy for v in variants.values() if v.setting != "ft"})
+    kinds = sorted({_selected(v).proxy for v in variants.values() if _selected(v).setting != "ft"})
     proxy_jobs = [
         {
             "kind": "proxy",
@@ -643,6 +774,7 @@ def run_confirmation(
             desc=None if quiet else "proxies",
         )
         cpu["proxies"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
+        job_cpu["proxy"] = [float(r.attrs.get("cpu_seconds", np.nan)) for r in res]
         trajs = {(j["seed"], j["proxy"]): r for j, r in zip(proxy_jobs, res, strict=True)}
     # 4. selections (cheap, here) and the probe sets
     src = np.array([e.source for e in train])
@@ -662,20 +794,31 @@ def run_confirmation(
                 ]
             )
         )
+
+        def counts_of(v: Variant, vname: str, s: int = s) -> np.ndarray:
+            if v.setting == "ft":
+                return np.ones(len(train), np.int64)
+            scfg = dataclasses.replace(
+                cfg.selection, features=v.features, n_checkpoints=v.k, seed=s
+            )
+            sel = select_examples(trajs[(s, v.proxy)], scfg)
+            c = usage_counts(sel, v.setting, scfg.upsample_factor)
+            if v.oracle_clean:
+                c[corrupted[train_idx]] = 1
+            sel_info[(s, vname)] = sel
+            return c
+
         for vname, v in variants.items():
-            counts = np.ones(len(train), np.int64)
-            if v.setting != "ft":
-                scfg = dataclasses.replace(
-                    cfg.selection, features=v.features, n_checkpoints=v.k, seed=s
-                )
-                sel = select_examples(trajs[(s, v.proxy)], scfg)
-                counts = usage_counts(sel, v.setting, scfg.upsample_factor)
-                if v.oracle_clean:
-                    counts[corrupted[train_idx]] = 1
-                sel_info[(s, vname)] = sel
+            counts = counts_of(v, vname)
             fcfg = dataclasses.replace(
                 cfg.finetune, model=models["target"], seed=s, optimizer=v.optimizer
             )
+            if v.match_steps is not None:  # the other variant's steps, same seed and proxy run
+                other = counts_of(VARIANTS[v.match_steps], v.match_steps)
+                steps = schedule(int(other.sum()), fcfg.batch_size, fcfg.epochs).total
+                fcfg = dataclasses.replace(
+                    fcfg, epochs=matched_epochs(steps, int(counts.sum()), fcfg.batch_size)
+                )
             ft_jobs.append(
                 {
                     "kind": "finetune",
@@ -687,6 +830,7 @@ def run_confirmation(
                     "train_file": str(train_file),
                     "bench_dir": str(data / "dataset"),
                     "heldout_file": heldout_file,
+                    "heldout_acc_per_source": cfg.heldout_acc_per_source,
                     "model": models["target"],
                     "max_length": cfg.max_length,
                     "max_new_tokens": cfg.max_new_tokens,
@@ -705,6 +849,7 @@ def run_confirmation(
             "model": models["target"],
             "bench_dir": str(data / "dataset"),
             "heldout_file": heldout_file,
+            "heldout_acc_per_source": cfg.heldout_acc_per_source,
             "max_length": cfg.max_length,
             "max_new_tokens": cfg.max_new_tokens,
             "eval_batch_size": cfg.eval_batch_size,
@@ -718,6 +863,7 @@ def run_confirmation(
         _job_finetune, ft_jobs, workers=workers, store=store, desc=None if quiet else "finetune"
     )
     cpu["finetune"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
+    job_cpu["pt_eval"] = float(res[-1].attrs.get("cpu_seconds", np.nan))  # the last job: PT
     held_src = [e.source for e in _examples(heldout_file)] if heldout_file else []
     ds = _aggregate(
         cfg, variants, ft_jobs, res, sel_info, trajs, train_idx, corrupted, levels, src, held_src
@@ -726,6 +872,7 @@ def run_confirmation(
         ds.attrs["contamination"] = (data / "contamination.json").read_text()
     ds.attrs["seconds_total_this_call"] = time.perf_counter() - t_start
     ds.attrs["cpu_seconds"] = json.dumps(cpu)
+    ds.attrs["job_cpu_seconds"] = json.dumps(job_cpu)
     ds.attrs["workers"] = workers
     ds.attrs["models"] = json.dumps(models)
     if reuse is not None:
@@ -803,6 +950,8 @@ def _aggregate(
     seeds = list(cfg.seeds)
     acc = np.full((len(names), len(seeds), len(BENCHMARKS)), np.nan)
     train_s = np.full((len(names), len(seeds)), np.nan)
+    train_steps = np.full((len(names), len(seeds)), np.nan)
+    run_cpu = np.full((len(names), len(seeds)), np.nan)
     ent_src = np.full((len(names), len(seeds)), np.nan)
     ent_clu = np.full((len(names), len(seeds)), np.nan)
     t_hard = np.full((len(names), len(seeds)), np.nan)
@@ -813,7 +962,11 @@ def _aggregate(
     n_held = next((r.sizes["heldout"] for r in results if "heldout_loss" in r), 0)
     held = np.full((len(names), len(seeds), n_held), np.nan)
     pt_held = np.full(n_held, np.nan)
+    held_ok = np.full((len(names), len(seeds), n_held), np.nan)
+    pt_held_ok = np.full(n_held, np.nan)
+    has_ok = any("heldout_correct" in r for r in results)
     sources = sorted(set(src))
+    t_src = np.full((len(names), len(seeds), len(sources)), np.nan)
     for job, r in zip(jobs, results, strict=True):
         i = len(names) if job["variant"] == "pt" else names.index(job["variant"])
         for k, arr in progs.items():  # the pretrained model's row is the last ("pt")
@@ -823,12 +976,18 @@ def _aggregate(
             pt_acc = r["accuracy"].values
             if n_held:
                 pt_held = r["heldout_loss"].values
+            if "heldout_correct" in r:
+                pt_held_ok = r["heldout_correct"].values
             continue
         j = seeds.index(job["seed"])
         acc[i, j] = r["accuracy"].values
         if n_held:
             held[i, j] = r["heldout_loss"].values
+        if "heldout_correct" in r:
+            held_ok[i, j] = r["heldout_correct"].values
         train_s[i, j] = r.attrs.get("train_seconds", np.nan)
+        train_steps[i, j] = r.attrs.get("train_steps", np.nan)
+        run_cpu[i, j] = r.attrs.get("cpu_seconds", np.nan)
         if "probe_loss" in r:
             probes = r["probe"].values
             steps = r["record_step"].values
@@ -836,6 +995,7 @@ def _aggregate(
             psrc = src[probes]
             curves = np.stack([np.nanmean(loss[psrc == s_], axis=0) for s_ in sources])
             t = learning_times(steps, curves)
+            t_src[i, j] = t
             if np.all(np.isfinite(t)) and np.all(t > 0):
                 ent_src[i, j] = shannon_entropy(t)
             # hard vs easy (the small proxy's trajectory clusters of this seed)
@@ -885,12 +1045,20 @@ def _aggregate(
             "accuracy": (("variant", "seed", "benchmark"), acc),
             "pt_accuracy": ("benchmark", pt_acc),
             "train_seconds": (("variant", "seed"), train_s),
+            "train_steps": (("variant", "seed"), train_steps),
+            "run_cpu_seconds": (("variant", "seed"), run_cpu),
             "entropy_sources": (("variant", "seed"), ent_src),
             "entropy_clusters": (("variant", "seed"), ent_clu),
             "t_hard": (("variant", "seed"), t_hard),
             "t_easy": (("variant", "seed"), t_easy),
+            "t_sources": (("variant", "seed", "source"), t_src),
         },
-        coords={"variant": names, "seed": seeds, "benchmark": list(BENCHMARKS)},
+        coords={
+            "variant": names,
+            "seed": seeds,
+            "benchmark": list(BENCHMARKS),
+            "source": np.asarray(sources, dtype=str),
+        },
         attrs={
             "scale": cfg.name,
             "n_test": cfg.n_test,
@@ -905,6 +1073,13 @@ def _aggregate(
     if n_held:
         ds["heldout_loss"] = (("variant", "seed", "heldout"), held)
         ds["pt_heldout_loss"] = ("heldout", pt_held)
+        if has_ok:
+            ds["heldout_correct"] = (("variant", "seed", "heldout"), held_ok)
+            ds["pt_heldout_correct"] = ("heldout", pt_held_ok)
+            ds["heldout_correct"].attrs["description"] = (
+                "1/0: the greedy answer to a held-out problem is right (NaN: not answered; "
+                "the first `heldout_acc_per_source` problems of each source are)"
+            )
         ds = ds.assign_coords(heldout_source=("heldout", np.asarray(held_src)))
         ds["heldout_loss"].attrs["description"] = (
             "mean solution-token cross-entropy (nats) of clean held-out problems after fine-tuning"
@@ -924,6 +1099,16 @@ _BNAME = {
 }
 
 
+#: Chance accuracy of each benchmark format: MMLU-Math is 4-way multiple choice; the other five
+#: ask for an exact number (a guess is right with probability about 0).
+CHANCE = {"gsm8k": 0.0, "math": 0.0, "numglue": 0.0, "svamp": 0.0, "deepmind": 0.0,
+          "mmlu_math": 0.25}  # fmt: skip
+
+#: Smallest effect of interest in average accuracy (points) for the equivalence test: below
+#: the paper's smallest FT+UP gain (+1.2 points, Table 2).
+ACCURACY_MARGIN = 1.0
+
+
 def _mean_sd(vals, digits: int = 1, scale: float = 1.0) -> str:
     """``mean ± sd`` over the finite values (sample sd, ddof=1, everywhere in the report)."""
     v = scale * np.asarray(vals, dtype=float).ravel()
@@ -938,11 +1123,11 @@ def _mean_sd(vals, digits: int = 1, scale: float = 1.0) -> str:
 def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
     """Mean ± std (over seeds) per benchmark and average, columns = variants.
 
-    A table whose own variants (those other than PT, FT, FT+UP) were all left out of the run
-    is omitted rather than drawn with the baselines only.
+    A table whose own variants (those other than PT, FT, FT+UP and FT with FT+UP's steps) were
+    all left out of the run is omitted rather than drawn with the baselines only.
     """
-    have = [c for c in cols if c == "pt" or c in ds["variant"].values]
-    own = [c for c in cols if c not in ("pt", "ft", "ft_up")]
+    have = [c for c in cols if c in ("pt", "chance") or c in ds["variant"].values]
+    own = [c for c in cols if c not in ("pt", "chance", "ft", "ft_up", "ft_matched")]
     if own and not any(c in have for c in own):
         return []
     lines = [
@@ -953,6 +1138,8 @@ def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
     ]
 
     def cell(c, b):
+        if c == "chance":
+            return f"{100 * (np.mean(list(CHANCE.values())) if b == 'avg' else CHANCE[b]):.1f}"
         if c == "pt":
             v = (
                 ds["pt_accuracy"].sel(benchmark=b).values
@@ -970,10 +1157,11 @@ def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
 
 
 #: The paired comparisons of the report (claim tested: see the paper's table in VARIANTS).
-_PAIRS = [("ft_up", "ft"), ("random", "ft"), ("easy", "ft"), ("ft_up", "random"),
-          ("ft_up", "easy"), ("ft_up", "ft_up_last"), ("ft_up_k10", "ft_up"),
-          ("ft_up_k15", "ft_up"), ("ft_up_self", "ft_up"), ("ft_up_muon", "ft_muon"),
-          ("ft_fsam", "ft"), ("ft_up", "ft_fsam"), ("ft_up_clean", "ft_up")]  # fmt: skip
+_PAIRS = [("ft_up", "ft"), ("ft_up", "ft_matched"), ("ft_matched", "ft"), ("random", "ft"),
+          ("easy", "ft"), ("ft_up", "random"), ("ft_up", "easy"), ("ft_up", "ft_up_last"),
+          ("ft_up_k10", "ft_up"), ("ft_up_k15", "ft_up"), ("ft_up_self", "ft_up"),
+          ("ft_up_muon", "ft_muon"), ("ft_fsam", "ft"), ("ft_up", "ft_fsam"),
+          ("ft_up_clean", "ft_up")]  # fmt: skip
 
 
 def _avg_accuracy(ds, v: str) -> np.ndarray:
@@ -1005,10 +1193,18 @@ def _diffs(
     unit: str = "points",
     higher_is_better: bool = True,
     digits: int = 2,
+    margin: float | None = None,
 ) -> list[str]:
-    """Paired differences ``metric(a) - metric(b)`` over seeds, with a 95 % t-interval."""
+    """Paired differences ``metric(a) - metric(b)`` over seeds, with a 95 % t-interval.
+
+    The verdict: ``a better``/``a worse`` when the 95 % interval excludes 0; with a ``margin``
+    (smallest effect of interest) also the equivalence test (TOST: the 90 % interval inside
+    ``±margin``), so the outcome is one of four: different, equivalent, different but within
+    the margin (negligible), or not shown (neither; inside the seed noise).
+    """
+    note = f"; equivalence margin ±{margin:g} (90 % interval, TOST)" if margin else ""
     lines = [
-        f"### Paired differences in {what} ({unit}; 95 % t-interval over seeds)",
+        f"### Paired differences in {what} ({unit}; 95 % t-interval over seeds{note})",
         "",
         "| comparison | mean | 95 % CI | per seed | verdict |",
         "|---|---:|---|---|---|",
@@ -1024,10 +1220,17 @@ def _diffs(
             verdict = "no seed finished"
         elif n == 1:
             verdict = "one seed: no interval"
-        elif above or below:
-            verdict = f"{a} better" if above == higher_is_better else f"{a} worse"
         else:
-            verdict = "inside the seed noise"
+            _, lo90, hi90 = paired_ci(d, level=0.90)
+            equivalent = margin is not None and -margin < lo90 and hi90 < margin
+            if above or below:
+                verdict = f"{a} better" if above == higher_is_better else f"{a} worse"
+                if equivalent:
+                    verdict += f", but within ±{margin:g} (negligible)"
+            elif equivalent:
+                verdict = f"equivalent within ±{margin:g}"
+            else:
+                verdict = "not shown: inside the seed noise"
         if 0 < n < d.size:
             verdict += f" ({n} of {d.size} seeds; the others gave no number)"
         f = f"{{:+.{digits}f}}"
@@ -1035,6 +1238,71 @@ def _diffs(
             f"| {a} − {b} | {f.format(m)} | [{f.format(lo)}, {f.format(hi)}] | "
             f"{', '.join(f.format(x) for x in d)} | {verdict} |"
         )
+    return lines + [""]
+
+
+def _source_accuracy(ds, v: str | None):
+    """Held-out accuracy (points) per (seed, source) over the answered problems.
+
+    ``v=None``: the pretrained model's, per source.
+    """
+    da = ds["pt_heldout_correct"] if v is None else ds["heldout_correct"].sel(variant=v)
+    return 100 * da.groupby("heldout_source").mean("heldout", skipna=True)
+
+
+def _worst_source_accuracy(ds, v: str) -> np.ndarray:
+    """Held-out accuracy (points) of each run's worst-learned source, per seed."""
+    return _source_accuracy(ds, v).min("heldout_source").values
+
+
+def _mean_source_accuracy(ds, v: str) -> np.ndarray:
+    """Held-out accuracy (points), unweighted mean over sources, per seed."""
+    return _source_accuracy(ds, v).mean("heldout_source").values
+
+
+def _source_accuracy_table(ds, cols: Sequence[str]) -> list[str]:
+    """Held-out accuracy per source (rows) and variant (columns), mean ± sd over seeds.
+
+    With the sources' FT learning times (half-drop step of the probe loss, eq. 11), when
+    recorded: the premise of the paper is that sources are learned at different times.
+    """
+    have = [c for c in cols if c == "pt" or c in ds["variant"].values]
+    per = {c: _source_accuracy(ds, None if c == "pt" else c) for c in have}
+    answered = np.isfinite(ds["pt_heldout_correct"]).groupby(ds["heldout_source"]).sum()
+    t_src = None
+    if "t_sources" in ds and "ft" in ds["variant"].values:
+        t_src = ds["t_sources"].sel(variant="ft")
+    lines = [
+        "### Accuracy per source (held-out problems of the training distribution, %)",
+        "",
+        "Greedy answers to the first held-out problems of each source, scored by the "
+        "evaluator's rules for the source's answer style; mean ± sd over seeds."
+        + (" FT t½: the step at which FT's probe loss of the source made half its drop "
+           "(mean over seeds; learning time, eq. 11)." if t_src is not None else ""),
+        "",
+        "| source | n | " + ("FT t½ | " if t_src is not None else "")
+        + " | ".join("PT" if c == "pt" else c for c in have) + " |",
+        "|---|---:|" + ("---:|" if t_src is not None else "") + "---:|" * len(have),
+    ]  # fmt: skip
+    for src in per[have[0]]["heldout_source"].values:
+        short = Path(str(src)).stem
+        t = ""
+        if t_src is not None:
+            t = f"{np.nanmean(t_src.sel(source=src).values):.0f} | "
+        cells = [_mean_sd(per[c].sel(heldout_source=src).values, 1) for c in have]
+        n = int(answered.sel(heldout_source=src))
+        lines.append(f"| {short} | {n} | {t}" + " | ".join(cells) + " |")
+    pad = "| " if t_src is not None else ""
+    for label, fn in (("**mean over sources**", "mean"), ("**worst source**", "min")):
+        cells = []
+        for c in have:
+            if c == "pt":
+                v = getattr(per[c], fn)().values
+            else:
+                f = _mean_source_accuracy if fn == "mean" else _worst_source_accuracy
+                v = f(ds, c)
+            cells.append(_mean_sd(v, 1))
+        lines.append(f"| {label} | | {pad}" + " | ".join(cells) + " |")
     return lines + [""]
 
 
@@ -1153,7 +1421,17 @@ def report(ds) -> str:
             "",
         ]
     out += _contamination_lines(ds)
-    out += _table(ds, {"pt": "PT", "ft": "FT", "ft_up": "FT+UP"}, "Table 2 layout")
+    out += _table(
+        ds,
+        {
+            "chance": "Chance",
+            "pt": "PT",
+            "ft": "FT",
+            "ft_matched": "FT (FT+UP's steps)",
+            "ft_up": "FT+UP",
+        },  # fmt: skip
+        "Table 2 layout",
+    )
     out += _table(
         ds,
         {"ft": "FT", "random": "Rand.", "easy": "Easy", "ft_up": "Hard"},
@@ -1185,7 +1463,10 @@ def report(ds) -> str:
         },
         "Optimizers",
     )
-    out += _diffs(ds, _PAIRS)
+    out += _diffs(ds, _PAIRS, margin=ACCURACY_MARGIN)
+    if "heldout_correct" in ds:
+        out += _source_accuracy_table(ds, ["pt", *ds["variant"].values.tolist()])
+        out += _diffs(ds, _PAIRS, _worst_source_accuracy, "worst-source held-out accuracy")
     out += _program_table(ds)
     if "heldout_loss" in ds:
         out += _heldout_table(ds, ["pt", *ds["variant"].values.tolist()])

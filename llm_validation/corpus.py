@@ -642,6 +642,19 @@ def _corrupt(rng: random.Random, p: Problem) -> Problem:
     return Problem(p.question, steps, wrong, shown)
 
 
+#: The difficulty levels of every source (more digits, more steps, larger coefficients).
+LEVELS = (1, 2, 3, 4)
+
+
+def _check_levels(levels) -> tuple[int, ...]:
+    lv = tuple(levels)
+    if not lv or any(isinstance(x, bool) or x not in LEVELS for x in lv) or len(set(lv)) < len(lv):
+        raise ValueError(
+            f"`levels` must be distinct difficulty levels from {LEVELS}; got {levels!r}."
+        )
+    return lv
+
+
 def generate_corpus(
     n: int,
     *,
@@ -650,14 +663,17 @@ def generate_corpus(
     noise_rate: float = 0.0,
     exclude: set[str] | None = None,
     near_exclude: Collection[str] | None = None,
+    levels: Sequence[int] = LEVELS,
 ) -> list[dict]:
     """``n`` MathInstruct-format records (``instruction``, ``output``, ``source``) plus metadata.
 
     Args:
         n: number of records (>= 1).
-        seed: everything is a function of ``(n, seed, sources, noise_rate)``.
+        seed: everything is a function of ``(n, seed, sources, noise_rate, levels)``.
         sources: the sources to draw from (by weight).
         noise_rate: fraction of records whose final answer is replaced by a wrong one.
+        levels: the difficulty levels drawn (uniformly), a subset of 1-4; the default draws
+            all four (the same random stream as before the option existed).
         exclude: instructions that must not be generated (e.g. another split's).
         near_exclude: instructions that must not be near-duplicated: a problem with the same
             :func:`number_key` as one of them is drawn again (decontamination).
@@ -670,6 +686,7 @@ def generate_corpus(
         raise ValueError(f"`n` must be a positive int; got {n!r}.")
     if not 0.0 <= noise_rate < 1.0:
         raise ValueError(f"`noise_rate` must be in [0, 1); got {noise_rate!r}.")
+    levels = _check_levels(levels)
     rng = random.Random(seed)
     weights = [s.weight for s in sources]
     seen = set(exclude or ())
@@ -681,7 +698,7 @@ def generate_corpus(
         if tries > 50 * n + 1000:
             raise ValueError(f"could not generate {n} distinct problems (space exhausted).")
         src = rng.choices(sources, weights)[0]
-        level = rng.randint(1, 4)
+        level = levels[rng.randint(1, len(levels)) - 1]  # = randint(1, 4) for all four
         prob = src.generate(rng, level)
         if prob.question in seen or _near_keys(prob.question) & banned:
             continue
@@ -780,9 +797,11 @@ def _mmlu_text(item) -> str:
 
 
 def generate_benchmarks(
-    n: int, *, seed: int = 1, exclude: set[str] | None = None
+    n: int, *, seed: int = 1, exclude: set[str] | None = None, levels: Sequence[int] = LEVELS
 ) -> dict[str, list[dict]]:
     """Held-out test sets in the six MAmmoTH formats (``n`` problems each).
+
+    ``levels``: the difficulty levels of the in-distribution sets (as the training corpus's).
 
     ``gsm8k``/``math``/``numglue`` are fresh instances of training sources; ``svamp``,
     ``deepmind`` and ``mmlu_math`` are templates and formats absent from training (transfer).
@@ -803,8 +822,10 @@ def generate_benchmarks(
                 return item
         raise ValueError("could not draw a fresh test problem (space exhausted).")
 
+    levels = _check_levels(levels)
+
     def level():
-        return rng.randint(1, 4)
+        return levels[rng.randint(1, len(levels)) - 1]
 
     def question(p):
         return p.question
@@ -876,16 +897,18 @@ def write_corpus(
     n_heldout: int = 0,
     seed: int = 0,
     noise_rate: float = 0.0,
+    levels: Sequence[int] = LEVELS,
 ) -> dict[str, Path]:
     """Write ``MathInstruct.json``, optional ``pretrain.json``/``heldout.json``, ``dataset/``.
 
     The pre-training split, the training file, the held-out split and the benchmarks are
     disjoint by instruction, and no benchmark or held-out problem is a near-duplicate of a
     training or pre-training problem (module docstring). The held-out split is drawn from the
-    training distribution (same sources and weights) but is always clean (``noise_rate`` 0): its
-    solutions' loss under a fine-tuned model is a low-variance, continuous measure of what was
-    learned, per source. ``contamination.json`` records :func:`contamination` of every
-    benchmark and the held-out split against training + pre-training.
+    training distribution (same sources, weights and ``levels``) but is always clean
+    (``noise_rate`` 0): its solutions' loss under a fine-tuned model is a low-variance,
+    continuous measure of what was learned, per source. ``contamination.json`` records
+    :func:`contamination` of every benchmark and the held-out split against training +
+    pre-training.
 
     Returns:
         ``{"train": path, "pretrain": path or None, "heldout": path or None,
@@ -897,16 +920,19 @@ def write_corpus(
     from sims.io import atomic_path
 
     folder = Path(folder)
-    pre = generate_corpus(n_pretrain, seed=seed + 10_000) if n_pretrain else []
+    pre = generate_corpus(n_pretrain, seed=seed + 10_000, levels=levels) if n_pretrain else []
     train = generate_corpus(
-        n_train, seed=seed, noise_rate=noise_rate, exclude={r["instruction"] for r in pre}
-    )
+        n_train, seed=seed, noise_rate=noise_rate, exclude={r["instruction"] for r in pre},
+        levels=levels,
+    )  # fmt: skip
     reference = [r["instruction"] for r in pre] + [r["instruction"] for r in train]
-    benches = generate_benchmarks(n_test, seed=seed + 20_000, exclude=set(reference))
+    benches = generate_benchmarks(n_test, seed=seed + 20_000, exclude=set(reference), levels=levels)
     shown = {name: [_shown(name, r) for r in recs] for name, recs in benches.items()}
     used = set(reference) | {q for qs in shown.values() for q in qs}
     held = (
-        generate_corpus(n_heldout, seed=seed + 30_000, exclude=used, near_exclude=reference)
+        generate_corpus(
+            n_heldout, seed=seed + 30_000, exclude=used, near_exclude=reference, levels=levels
+        )
         if n_heldout
         else []
     )

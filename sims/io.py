@@ -349,12 +349,18 @@ def read_json(path: str | os.PathLike) -> dict[str, Any]:
         raise unreadable(path, exc) from None
 
 
-def write_netcdf(path: str | os.PathLike, ds, *, meta: Mapping[str, Any] | None = None) -> Path:
+def write_netcdf(
+    path: str | os.PathLike, ds, *, meta: Mapping[str, Any] | None = None, engine=None
+) -> Path:
     """Atomically write an ``xarray.Dataset`` with provenance in ``attrs["meta"]`` (JSON string).
 
     NetCDF attributes cannot hold nested mappings, so the provenance block is stored as one JSON
     string attribute; :func:`read_netcdf` decodes it back into ``ds.attrs["meta"]``.
+    ``engine``: xarray's (``None``: netCDF4 when installed, else scipy's NetCDF-3). The file is
+    opened again before it replaces ``path``: one that would not read back is a ValueError.
     """
+    import xarray as xr
+
     ds = ds.copy()
     attrs = {}
     for key, value in ds.attrs.items():
@@ -366,7 +372,13 @@ def write_netcdf(path: str | os.PathLike, ds, *, meta: Mapping[str, Any] | None 
         attrs["meta"] = "json:" + json.dumps(to_jsonable(meta))
     ds.attrs = attrs
     with atomic_path(path) as tmp:
-        ds.to_netcdf(tmp)
+        ds.to_netcdf(tmp, engine=engine)
+        try:  # e.g. a zero-length dimension that NetCDF-3 cannot place (issue 30)
+            xr.open_dataset(tmp, engine=engine).close()
+        except Exception as exc:  # noqa: BLE001 - any reader error
+            raise ValueError(
+                f"{str(path)!r} would not read back ({type(exc).__name__}: {exc}); not written."
+            ) from None
     return Path(path)
 
 

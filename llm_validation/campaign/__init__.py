@@ -1,25 +1,31 @@
-"""One GPU campaign, rehearsed on a CPU (issue 21): ``python -m llm_validation campaign``.
+"""The GPU campaign in 15-minute leases (issues 21, 30): ``python -m llm_validation campaign``.
 
-Nothing in this project had run on a GPU; a GPU is lent now and then for about 30 minutes, 10
-minutes per command, on a machine that reaches no registry. The campaign is the GPU work as
-one resumable, rehearsed program:
+A GPU is lent now and then for 900 s of device time (the machine's start and every transfer
+counted), 600 s per command, 64 MiB carried per command, on a machine that reaches no registry
+and keeps files only while warm. The campaign is the GPU work as one resumable, rehearsed
+program:
 
-* stages in priority order (:data:`~llm_validation.campaign.stages.STAGES`), each planned at
-  <= 540 s on one H100: ``preflight``, ``throughput``, ``markov_fig2_3``, ``confirm``,
+* stages in order of value (:data:`~llm_validation.campaign.stages.STAGES`): ``preflight``
+  (folded into every lease's first command; a failure blocks the rest), ``confirm`` (from
+  scratch: nothing carried but wheels), ``confirm_smollm2``, ``throughput``, ``markov_fig2_3``,
   ``markov_fig8_9``, ``markov_fig5``, ``sosd``;
+* :mod:`.plan` packs them into leases (``--dry-run``, ``--device-plan``, ``--lease-seconds``);
 * ``summary.json`` plus small per-stage JSON/CSV in ``--out`` (:mod:`.runner`), heavy files in
   ``--work``; a rerun skips finished stages; ``--deadline`` stops before the tool's limit;
-* ``--rehearse``: every stage at toy size on this CPU through the same code, with the image's
-  packages emulated (:mod:`llm_validation.carry`); its summary is marked as a rehearsal;
-* ``--prepare-carry`` / ``--device-plan``: the wheels and the SmolLM2 GGUF (in checksummed
-  parts) to carry, and the exact device commands (:mod:`.device`);
+* ``--rehearse``: every planned device command run here in a fresh copy of the tree with only
+  what it carries, under the machine's limits (:mod:`.rehearse`); ``--size toy`` runs stages
+  here at toy size with the image's packages emulated (:mod:`llm_validation.carry`);
+* ``--prepare-carry``: the wheels and the SmolLM2 GGUF in balanced, checksummed parts
+  (:mod:`.device`);
 * ``--collect`` / ``--publish``: bring a GPU run's results back and into
   ``figures/summaries/gpu/``, which ``python -m figures`` draws (``gpu_*`` figures).
 
+The README's section "The GPU campaign in 15-minute leases" is the page for whoever holds the GPU.
+
 Examples:
     >>> from llm_validation.campaign import stages
-    >>> stages.stage_names()[:2]
-    ['preflight', 'throughput']
+    >>> stages.stage_names()[:3]
+    ['preflight', 'confirm', 'confirm_smollm2']
     >>> all(s.planned_seconds <= 540 for s in stages.STAGES)
     True
 """
@@ -35,8 +41,9 @@ from pathlib import Path
 __all__ = ["HELP", "add_arguments", "run", "main", "REPO", "PUBLISHED"]
 
 HELP = (
-    "GPU campaign (issue 21): preflight, throughput, Markov paper scale, confirmation, SoSD; "
-    "--rehearse runs it at toy size on a CPU"
+    "GPU campaign in 15-minute leases (issue 30): confirmation first, then throughput, Markov "
+    "paper scale, SoSD; --dry-run plans the leases, --rehearse runs every device command here "
+    "under the machine's limits. Guide: README, 'The GPU campaign in 15-minute leases'"
 )
 PROG = "python -m llm_validation campaign"
 REPO = Path(__file__).resolve().parents[2]
@@ -63,13 +70,20 @@ def add_arguments(parser) -> None:
         help=f"run only these stages ({', '.join(names)}); default: all, in order",
     )
     g.add_argument(
+        "--size",
+        choices=("gpu", "toy", "mini"),
+        default="gpu",
+        help="the stages' size in this call (toy/mini: on this CPU, marked as a rehearsal)",
+    )
+    g.add_argument(
         "--rehearse",
         nargs="?",
         const="toy",
         choices=("toy", "mini"),
         default=None,
-        help="run every stage at toy size on this CPU (mini: the test suite's size); "
-        "the summary is marked as a rehearsal",
+        help="run every planned device command here, each in a fresh copy of the tree with "
+        "only what it carries, under the machine's limits (64 MiB carried, $OUT's 8 files, "
+        "600 s scaled), at toy size (mini: faster, fewer checks); needs --prepare-carry first",
     )
     g.add_argument("--redo", action="store_true", help="run stages that finished before again")
     g.add_argument(
@@ -80,11 +94,18 @@ def add_arguments(parser) -> None:
         "a running one is interrupted and resumes next time)",
     )
     g.add_argument(
-        "--confirm-model",
-        choices=("auto", "smollm2", "scratch"),
-        default="auto",
-        help="confirmation models: SmolLM2 from the carried GGUF parts, from-scratch, "
-        "or auto (SmolLM2 when its parts are here)",
+        "--lease-seconds",
+        type=float,
+        default=900,
+        metavar="S",
+        help="--dry-run/--device-plan/--rehearse: device seconds of one lease (default 900)",
+    )
+    g.add_argument(
+        "--startup-seconds",
+        type=float,
+        default=120,
+        metavar="S",
+        help="the machine's start, counted in each lease (default 120)",
     )
     g.add_argument(
         "--no-emulate",
@@ -177,11 +198,18 @@ def _check(args) -> tuple[str, Path, Path]:
     """Validate the arguments before any work; return ``(size, out, work)``."""
     from sims.io import ensure_writable
 
-    size = args.rehearse or "gpu"
-    out = Path(args.out or REPO / _DEFAULT_OUT[size])
-    work = Path(args.work or f"{out}-work")
+    size = args.size
+    out = Path(args.out or REPO / _DEFAULT_OUT[size]).absolute()  # the carried site's origin
+    work = Path(args.work or f"{out}-work").absolute()
     if args.deadline is not None and not args.deadline > 0:
         _fail(f"--deadline must be > 0 seconds; got {args.deadline!r}.")
+    if not 0 <= args.startup_seconds < args.lease_seconds:
+        _fail(
+            f"--startup-seconds must be >= 0 and below --lease-seconds; got "
+            f"{args.startup_seconds!r} and {args.lease_seconds!r}."
+        )
+    if args.rehearse and (args.stage or args.size != "gpu" or args.out or args.pack):
+        _fail("--rehearse runs the whole plan; it takes no --stage, --size, --out or --pack.")
     committed = PUBLISHED.resolve()
     if out.resolve() == committed or committed in out.resolve().parents:
         _fail(
@@ -192,7 +220,9 @@ def _check(args) -> tuple[str, Path, Path]:
         _fail(f"--collect {str(args.collect)!r} does not exist.")
     if args.gguf is not None and not args.gguf.is_file():
         _fail(f"--gguf {str(args.gguf)!r} is not a file.")
-    needs_out = not (args.dry_run or args.device_plan or args.prepare_carry or args.check_parts)
+    needs_out = not (
+        args.dry_run or args.device_plan or args.prepare_carry or args.check_parts or args.rehearse
+    )
     try:
         if needs_out:
             ensure_writable(out, kind="dir", arg="--out")
@@ -211,10 +241,21 @@ def run(args) -> int:
     size, out, work = _check(args)
     carry_dir = REPO / args.carry_dir
     if args.dry_run:
+        from llm_validation.campaign.device import device_plan
         from llm_validation.campaign.runner import load_summary, plan_text
         from llm_validation.campaign.stages import STAGES
 
-        print(plan_text(STAGES, summary=load_summary(out) if out.is_dir() else None))
+        try:
+            leases = device_plan(
+                REPO,
+                args.carry_dir,
+                lease_seconds=args.lease_seconds,
+                startup_seconds=args.startup_seconds,
+            )
+        except ValueError as exc:
+            _fail(str(exc))
+        summary = load_summary(out) if out.is_dir() else None
+        print(plan_text(STAGES, summary=summary, leases=leases))
         return 0
     try:
         return _action(args, size, out, work, carry_dir, t0)
@@ -226,12 +267,16 @@ def _action(args, size: str, out: Path, work: Path, carry_dir: Path, t0: float) 
     if args.device_plan:
         from llm_validation.campaign.device import device_plan, format_device_plan
 
-        print(
-            format_device_plan(
-                device_plan(REPO, args.carry_dir), repo=REPO, carry_rel=args.carry_dir
-            )
+        leases = device_plan(
+            REPO,
+            args.carry_dir,
+            lease_seconds=args.lease_seconds,
+            startup_seconds=args.startup_seconds,
         )
+        print(format_device_plan(leases, repo=REPO, carry_rel=args.carry_dir))
         return 0
+    if args.rehearse:
+        return _rehearse(args)
     if args.prepare_carry:
         from llm_validation.campaign.device import prepare_carry
 
@@ -243,7 +288,7 @@ def _action(args, size: str, out: Path, work: Path, carry_dir: Path, t0: float) 
             f"({rep['wheel_bytes'] / 2**20:.1f} MiB), {rep['gguf']['name']} in {len(parts)} "
             f"parts ({mib} MiB; sha256 "
             f"{rep['gguf']['sha256'][:16]}...), tokenizer files {rep['tokenizer']}; the tree "
-            f"is {rep['tree_bytes'] / 2**20:.1f} MiB. Next: --device-plan"
+            f"is {rep['tree_bytes'] / 2**20:.1f} MiB. Next: --rehearse, then --device-plan"
         )
         return 0
     if args.check_parts:
@@ -263,6 +308,35 @@ def _action(args, size: str, out: Path, work: Path, carry_dir: Path, t0: float) 
     return _run_stages(args, size, out, work, carry_dir, t0)
 
 
+def _rehearse(args) -> int:
+    """``--rehearse``: every planned command here under the machine's limits (:mod:`.rehearse`)."""
+    from llm_validation.campaign import rehearse as R
+
+    t0 = time.monotonic()
+    try:
+        leases, rows = R.rehearse(
+            REPO,
+            size=args.rehearse,
+            carry_rel=args.carry_dir,
+            lease_seconds=args.lease_seconds,
+            startup_seconds=args.startup_seconds,
+            say=(lambda m: None) if args.quiet else (lambda m: print(m, flush=True)),
+        )
+    except R.NotPrepared as exc:
+        _fail(str(exc))
+    except R.RehearsalError as exc:
+        print(R.format_rows(getattr(exc, "rows", [])))
+        print(f"rehearsal stopped: {exc}")
+        return 1
+    print(R.format_rows(rows))
+    n = sum(len(lease.commands) for lease in leases)
+    print(
+        f"rehearsal passed: {n} commands in {len(leases)} leases, every limit kept, in "
+        f"{time.monotonic() - t0:.0f} s; results collected in results/campaign/rehearsal"
+    )
+    return 0
+
+
 def _check_parts(carry_dir: Path) -> int:
     from llm_validation import carry
 
@@ -277,7 +351,7 @@ def _check_parts(carry_dir: Path) -> int:
         f"{man.name}: {len(state['ok'])} of {len(man.parts)} parts intact"
         + "".join(f"; {k}: {', '.join(v)}" for k, v in state.items() if k != "ok" and v)
     )
-    return 0 if len(state["ok"]) == len(man.parts) else 1
+    return 1 if state["corrupt"] else 0  # parts still to come (a carry-only command) are fine
 
 
 def _run_stages(args, size: str, out: Path, work: Path, carry_dir: Path, t0: float) -> int:
@@ -328,7 +402,6 @@ def _stages_in_image(args, size, out, work, carry_dir, t0, emulate, activated) -
         work=work,
         device=device,
         carry_dir=carry_dir,
-        confirm_model=args.confirm_model,
         emulate_image=emulate,
         quiet=args.quiet,
         deadline=deadline,

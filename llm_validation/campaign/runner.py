@@ -87,6 +87,12 @@ class StageSpec:
         basis: how ``planned_seconds`` was estimated (no stage has run on a GPU yet).
         fn: ``fn(ctx) -> dict`` with ``figures``, ``targets`` (optional), ``status`` (optional:
             ``ok`` by default, ``partial`` or ``blocked``) and ``message`` (optional).
+        carries: what the device command running it carries besides the tree: ``wheels``,
+            ``gguf`` (SmolLM2's parts, over several commands), ``tokenizer``.
+        gate: when it fails, the later stages of the call are ``blocked`` with its reason
+            instead of running (the preflight: a machine without the carried packages).
+        always: it runs at every call that names it, even after an ``ok`` (it checks the
+            machine the call runs on, which may be a fresh one).
     """
 
     name: str
@@ -95,6 +101,9 @@ class StageSpec:
     needs: str
     basis: str
     fn: Callable[[Context], dict]
+    carries: tuple[str, ...] = ("wheels",)
+    gate: bool = False
+    always: bool = False
 
     def __post_init__(self):
         if not 0 < self.planned_seconds <= 540:
@@ -118,7 +127,6 @@ class Context:
         work: heavy results (never packed).
         device: ``cuda`` or ``cpu``.
         carry_dir: the carried folder (``wheels/``, ``gguf/``) at the repository root.
-        confirm_model: ``auto``, ``smollm2`` or ``scratch`` (the confirmation's models).
         emulate_image: rehearse the import check with only the image's packages.
         quiet: no progress lines.
         deadline: ``time.monotonic()`` value the call must end by (``None``: none).
@@ -129,7 +137,6 @@ class Context:
     work: Path
     device: str = "cpu"
     carry_dir: Path = Path(".carry")
-    confirm_model: str = "auto"
     emulate_image: bool = False
     quiet: bool = False
     deadline: float | None = None
@@ -192,7 +199,7 @@ def _save(ctx: Context, summary: dict) -> None:
 
 def _new_summary(ctx: Context, stages: Sequence[StageSpec]) -> dict:
     meta = provenance(
-        {"size": ctx.size, "device": ctx.device, "confirm_model": ctx.confirm_model},
+        {"size": ctx.size, "device": ctx.device},
         device=ctx.device,
     )
     s = {
@@ -296,11 +303,26 @@ def run_campaign(
         )
     summary = summary or _new_summary(ctx, stages)
     device = _device_name(ctx)
+    gate_failed = None  # (stage, message) of a failed gate: the later stages are blocked
     for spec in stages:
         if only and spec.name not in only:
             continue
         old = _entry(summary, spec.name)
-        if old is not None and old["status"] == "ok" and not redo:
+        if gate_failed is not None:
+            entry = old or {"name": spec.name, "attempts": 0}
+            if old is None:
+                summary["stages"].append(entry)
+            entry.update(
+                status="blocked",
+                title=spec.title,
+                planned_seconds=spec.planned_seconds,
+                device=device,
+                message=f"not run: {gate_failed[0]} failed ({gate_failed[1]})"[:500],
+            )
+            ctx.say(f"[{spec.name}] blocked: {gate_failed[0]} failed")
+            _save(ctx, summary)
+            continue
+        if old is not None and old["status"] == "ok" and not redo and not spec.always:
             ctx.say(
                 f"[{spec.name}] finished earlier ({old['seconds']:.0f} s on "
                 f"{old['device']}); skipped (--redo runs it again)"
@@ -386,6 +408,8 @@ def run_campaign(
         )
         if stop:
             break
+        if spec.gate and entry["status"] != "ok":
+            gate_failed = (spec.name, entry["message"] or entry["status"])
     return summary
 
 
@@ -436,40 +460,36 @@ def summary_table(summary: dict) -> str:
 
 
 def plan_text(
-    stages: Sequence[StageSpec],
-    *,
-    summary: dict | None = None,
-    session_seconds: float = 1800,
-    start_seconds: float = 150,
+    stages: Sequence[StageSpec], *, summary: dict | None = None, leases: Sequence = ()
 ) -> str:
-    """The ``--dry-run`` text: every stage, its planned seconds, what it needs, the session fit."""
+    """The ``--dry-run`` text: every stage (planned seconds, needs, basis), then the leases."""
     lines = [
         "GPU campaign (one H100; planned seconds are estimates: nothing here has run on a GPU yet)",
         "",
     ]
-    total = 0.0
-    budget = session_seconds - start_seconds
+    where = {n: c.lease for lease in leases for c in lease.commands for n in c.stages}
     for i, s in enumerate(stages, 1):
-        total += s.planned_seconds
-        fit = "fits" if total <= budget else "next session"
         done = ""
         if summary is not None and (e := _entry(summary, s.name)) is not None:
             sec = "-" if e.get("seconds") is None else f"{e['seconds']:.0f} s"
             done = f"  [last: {e['status']}, {sec}]"
-        lines.append(
-            f"{i}. {s.name:<14} {s.planned_seconds:>4.0f} s  (cumulative {total:>5.0f} s,"
-            f" {fit}){done}"
-        )
+        lease = "every lease's first command" if s.gate else f"lease {where.get(s.name, '?')}"
+        lines.append(f"{i}. {s.name:<15} {s.planned_seconds:>4.0f} s  ({lease}){done}")
         lines.append(f"   {s.title}")
         lines.append(f"   needs: {s.needs}")
         lines.append(f"   plan basis: {s.basis}")
-    lines += [
-        "",
-        f"total {total:.0f} s; one session has {session_seconds:.0f} s of device time, "
-        f"about {start_seconds:.0f} s of it for the machine's start and the transfers. Each "
-        "stage is planned at <= 540 s (one device command of at most 600 s each); "
-        "`--device-plan` prints the exact commands and carry lists.",
-    ]
+    if leases:
+        from llm_validation.campaign.plan import format_leases
+
+        lines += ["", format_leases(leases, stages)]
+        lease = leases[0]
+        lines += [
+            "",
+            f"{len(leases)} leases of {lease.lease_s:.0f} s of device time, each with "
+            f"{lease.startup_s:.0f} s for the machine's start; every command's transfers are "
+            "counted, its run is at most its --deadline (600-s commands). `--device-plan` "
+            "prints the exact commands and carry lists.",
+        ]
     return "\n".join(lines)
 
 

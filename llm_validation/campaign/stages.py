@@ -1,19 +1,21 @@
-"""The campaign's stages, in priority order, each at three sizes (``gpu``, ``toy``, ``mini``).
+"""The campaign's stages, in order of value, each at three sizes (``gpu``, ``toy``, ``mini``).
 
 Every stage runs the same code at every size; only the sizes in the ``*_SIZES`` tables change.
 What each stage measures, and against which target, is in its docstring and in
-``figures/summaries/gpu/README.md``.
+``figures/summaries/gpu/README.md``. A GPU lease is 15 minutes of device time
+(:mod:`.plan` packs the stages into leases), so the order is by value:
 
-1. ``preflight``: versions, the GPU, a bf16 matrix product, the carried wheels, and the whole
-   project importing on the image's packages.
-2. ``throughput``: the LLM pipeline's hot loops against issue 11's targets on a randomly
+0. ``preflight`` (<= 30 s, folded into the first command of every lease): versions, the GPU, a
+   bf16 product, the carried wheels, the project importing on the image's packages; when it
+   fails, the call's later stages are blocked with its reason.
+1. ``confirm``: the upsampling confirmation (FT, FT+UP, ``ft_matched``, random, easy; 3 seeds;
+   accuracy and held-out loss) with from-scratch models: nothing carried but the wheels.
+2. ``confirm_smollm2``: the same with SmolLM2-135M-Instruct and LoRA from its carried GGUF.
+3. ``throughput``: the LLM pipeline's hot loops against issue 11's targets on a randomly
    initialised model of SmolLM2-135M's configuration; the SAM family's cost on the GPU; the
    :mod:`sims.lm` step.
-3. ``markov_fig2_3``: seed 004 Figures 2-3 at the paper's scale (``MARKOV_SCALE=paper``).
-4. ``confirm``: the upsampling confirmation (FT, FT+UP, random, easy; 3 seeds) with the real
-   SmolLM2-135M-Instruct when its GGUF was carried, else from-scratch models.
-5. ``markov_fig8_9`` and 6. ``markov_fig5``: the "if they fit" Markov figures.
-7. ``sosd``: seed 002's LM runs at their GPU configuration.
+4. ``markov_fig2_3``, ``markov_fig8_9``, ``markov_fig5``: seed 004 at the paper's scale.
+5. ``sosd``: seed 002's LM runs at their GPU configuration.
 """
 
 from __future__ import annotations
@@ -231,9 +233,7 @@ def preflight(ctx: Context) -> dict:
     if not ctx.rehearsal:  # KINDS.md: 798 TFLOP/s seen at n = 8192 on an H100
         targets.append(target("bf16 8192^3 product", mm["tflops"], ">=", 300.0, "TFLOP/s"))
     # gguf is needed only where the SmolLM2 GGUF is used: carried parts, or the GPU confirmation
-    uses_gguf = (ctx.carry_dir / "gguf" / carry.MANIFEST).is_file() or (
-        not ctx.rehearsal and ctx.confirm_model == "smollm2"
-    )
+    uses_gguf = (ctx.carry_dir / "gguf" / carry.MANIFEST).is_file()
     needed = [m for m in CARRIED_MODULES if m != "gguf" or uses_gguf]
     figs["needed_carried_modules"] = needed
     problems = [f"{m} not importable" for m in needed if not figs["carried"][m]["found"]]
@@ -689,19 +689,70 @@ def smollm2_gguf(ctx: Context) -> Path:
     )
 
 
+#: The confirmation's conditions (issue 29's accuracy design): FT, FT+UP, FT for FT+UP's steps
+#: (``ft_matched``: "upsampling helps" apart from "training longer helps"), random and easy.
+CONFIRM_VARIANTS = ("ft", "ft_up", "ft_matched", "random", "easy")
+#: The confirm helper's from-scratch GPU scale, when :mod:`llm_validation.confirm` defines it.
+GPU_SCRATCH_SCALE = "gpu-scratch"
+
+
+def confirm_variants(wanted=CONFIRM_VARIANTS) -> tuple[str, ...]:
+    """``wanted`` less the variants :data:`llm_validation.confirm.VARIANTS` does not define."""
+    from llm_validation.confirm import VARIANTS
+
+    return tuple(v for v in wanted if v in VARIANTS)
+
+
+def gpu_scratch_fallback():
+    """A from-scratch GPU confirmation, where ``llm_validation.confirm`` has no ``gpu-scratch``.
+
+    The ``cpu`` design widened (target ~15M parameters, proxy ~1M), pre-trained on the
+    generated corpus within the stage, four processes sharing the GPU. Sizes are estimates
+    (nothing here has run on a GPU).
+    """
+    from llm_validation.confirm import SCALES
+    from llm_validation.scratch import PretrainConfig
+    from llm_validation.tiny import TinySize
+
+    cpu = SCALES["cpu"]
+    return dataclasses.replace(
+        cpu,
+        name=GPU_SCRATCH_SCALE,
+        n_pretrain=20000,
+        n_train=3000,
+        n_test=100,
+        n_heldout=500,
+        target_pretrain=PretrainConfig(
+            size=TinySize(hidden=384, layers=8, heads=6, kv_heads=2, intermediate=1024),
+            epochs=2.0,
+            batch_size=32,
+            lr=1e-3,
+        ),
+        proxy_pretrain=PretrainConfig(
+            size=TinySize(hidden=128, layers=4, heads=4, kv_heads=2, intermediate=384),
+            epochs=2.0,
+            batch_size=32,
+            lr=2e-3,
+        ),
+        workers=4,
+        threads=2,
+    )
+
+
 def confirm_config(ctx: Context, model: str, spec: str | None = None):
     """The confirmation's :class:`~llm_validation.confirm.ConfirmConfig` at ``ctx.size``.
 
     * ``gpu`` + ``smollm2``: the ``gpu`` scale with SmolLM2-135M-Instruct (the only real model
       that can be carried) as target and proxy (proxy = target, the paper's Fig. 4a setting),
       LoRA r=128, 2000 fine-tuning problems, 100 per benchmark, 300 held-out problems.
-    * ``gpu`` + ``scratch``: the ``cpu`` scale's from-scratch models and sizes, on the GPU.
+    * ``gpu`` + ``scratch``: :mod:`llm_validation.confirm`'s ``gpu-scratch`` scale (from-scratch
+      models sized for an H100, nothing carried), else :func:`gpu_scratch_fallback`.
     * ``toy`` / ``mini``: the ``quick`` scale (three seeds / one seed).
-    Variants: FT, FT+UP, random, easy (``mini``: FT, FT+UP).
+    Variants: :data:`CONFIRM_VARIANTS` (``mini``: FT, FT+UP); 3 seeds (``mini``: one).
     """
     from llm_validation.confirm import SCALES
 
-    four = ("ft", "ft_up", "random", "easy")
+    five = confirm_variants()
     if ctx.size == "gpu" and model == "smollm2":
         return dataclasses.replace(
             SCALES["gpu"],
@@ -711,21 +762,16 @@ def confirm_config(ctx: Context, model: str, spec: str | None = None):
             n_train=2000,
             n_test=100,
             n_heldout=300,
-            variants=four,
+            variants=five,
             seeds=(0, 1, 2),
             workers=4,
         )
     if ctx.size == "gpu":
-        return dataclasses.replace(
-            SCALES["cpu"],
-            name="campaign-scratch",
-            variants=four,
-            seeds=(0, 1, 2),
-            workers=min(8, os.cpu_count() or 1),
-        )
+        base = SCALES.get(GPU_SCRATCH_SCALE) or gpu_scratch_fallback()
+        return dataclasses.replace(base, name="campaign-scratch", variants=five, seeds=(0, 1, 2))
     if ctx.size == "toy":
         return dataclasses.replace(
-            SCALES["quick"], name="campaign-toy", variants=four, seeds=(0, 1, 2), workers=1
+            SCALES["quick"], name="campaign-toy", variants=five, seeds=(0, 1, 2), workers=1
         )
     return dataclasses.replace(
         SCALES["quick"],
@@ -822,57 +868,28 @@ def _smollm2_cpu_check(ctx: Context, gguf: Path) -> dict[str, Any]:
     }
 
 
-def confirm(ctx: Context) -> dict:
-    """FT, FT+UP, random and easy upsampling over 3 seeds, with SmolLM2 when it was carried.
-
-    Runs :func:`llm_validation.confirm.run_confirmation` with :func:`confirm_config`.
-
-    Rehearsals also run the parts protocol on a synthetic file, and, when the real GGUF's
-    parts and the ``gguf`` package are here, convert it and generate on the CPU.
-    """
+def _run_and_summarize(ctx: Context, stage: str, cfg, figs: dict) -> dict:
+    """Run ``cfg``'s confirmation; write ``accuracy.csv``, ``heldout.csv``, ``<stage>.json``."""
     from llm_validation.confirm import paired_ci, run_confirmation
 
-    figs: dict[str, Any] = {}
-    wd = ctx.work_dir("confirm")
-    model, spec, why = ctx.confirm_model, None, ""
-    if ctx.rehearsal:
-        figs["carry_protocol"] = rehearse_carry(wd / "carry-rehearsal")
-        import importlib.util
-
-        real = (ctx.carry_dir / "gguf" / carry.MANIFEST).is_file()
-        if real and importlib.util.find_spec("gguf") is not None and ctx.size == "toy":
-            figs["smollm2_cpu_check"] = _smollm2_cpu_check(ctx, smollm2_gguf(ctx))
-        model = "scratch"
-    elif model in ("auto", "smollm2"):
-        try:
-            gguf = smollm2_gguf(ctx)
-            from llm_validation.models import resolve_model
-
-            spec = str(
-                resolve_model(gguf, cache_dir=ctx.work / "models" / "hf", progress=not ctx.quiet)
-            )
-            model = "smollm2"
-        except carry.CarryError as exc:
-            if model == "smollm2":
-                raise
-            model, why = "scratch", f"SmolLM2 not available ({exc})"
-    cfg = confirm_config(ctx, model, spec)
+    wd = ctx.work_dir(stage)
     figs.update(
-        model=model,
         config_name=cfg.name,
         variants=list(cfg.variants),
         seeds=list(cfg.seeds),
         n_train=cfg.n_train,
         n_test=cfg.n_test,
+        n_heldout=cfg.n_heldout,
     )
-    if why:
-        figs["fallback_reason"] = why
+    missing = [v for v in CONFIRM_VARIANTS if v not in cfg.variants]
+    if missing and ctx.size != "mini":
+        figs["variants_not_defined"] = missing
     ctx.say(
-        f"  confirmation: {model} models, variants {', '.join(cfg.variants)}, seeds "
+        f"  confirmation: {figs['model']} models, variants {', '.join(cfg.variants)}, seeds "
         f"{list(cfg.seeds)}"
     )
     ds = run_confirmation(cfg, wd / cfg.name, quiet=ctx.quiet)
-    sd = ctx.stage_dir("confirm")
+    sd = ctx.stage_dir(stage)
     acc = ds["accuracy"]
     _write_csv(
         sd / "accuracy.csv",
@@ -905,23 +922,80 @@ def confirm(ctx: Context) -> dict:
         figs["heldout_loss"] = held
         figs["pt_heldout_loss"] = float(np.nanmean(ds["pt_heldout_loss"].values))
     diffs = {}
-    for a in ("ft_up", "random", "easy"):
-        if a in avg:
-            m, lo, hi = paired_ci(np.asarray(avg[a]) - np.asarray(avg["ft"]))
+    for a, b in (
+        ("ft_up", "ft"),
+        ("ft_up", "ft_matched"),
+        ("ft_matched", "ft"),
+        ("random", "ft"),
+        ("easy", "ft"),
+    ):
+        if a in avg and b in avg:
+            m, lo, hi = paired_ci(np.asarray(avg[a]) - np.asarray(avg[b]))
             d = {"accuracy_points": [m, lo, hi]}
             if held:
-                m2, lo2, hi2 = paired_ci(np.asarray(held[a]) - np.asarray(held["ft"]))
+                m2, lo2, hi2 = paired_ci(np.asarray(held[a]) - np.asarray(held[b]))
                 d["heldout_loss"] = [m2, lo2, hi2]
-            diffs[f"{a}-ft"] = d
+            diffs[f"{a}-{b}"] = d
     figs["paired_differences"] = diffs
     figs["seconds_this_call"] = float(ds.attrs.get("seconds_total_this_call", float("nan")))
     report = wd / cfg.name / "report.md"
     if report.is_file():
         shutil.copyfile(report, sd / "report.md")
-    _write_json(sd / "confirm.json", figs)
-    msg = why
+    _write_json(sd / f"{stage}.json", figs)
+    return figs
+
+
+def confirm(ctx: Context) -> dict:
+    """FT, FT+UP, FT for FT+UP's steps, random and easy upsampling, 3 seeds, from scratch.
+
+    Needs nothing carried but the wheels: the models are built and pre-trained on the
+    generated corpus within the stage (:func:`confirm_config`, ``scratch``), so the first
+    lease returns a 3-seed accuracy and held-out loss result even when the GGUF cannot be
+    carried. Runs :func:`llm_validation.confirm.run_confirmation`.
+    """
+    from llm_validation.confirm import SCALES
+
+    figs: dict[str, Any] = {"model": "scratch"}
+    if ctx.size == "gpu":
+        figs["config_source"] = (
+            f"llm_validation.confirm.SCALES[{GPU_SCRATCH_SCALE!r}]"
+            if GPU_SCRATCH_SCALE in SCALES
+            else "campaign.stages.gpu_scratch_fallback"
+        )
+    figs = _run_and_summarize(ctx, "confirm", confirm_config(ctx, "scratch"), figs)
+    return {"figures": figs}
+
+
+def confirm_smollm2(ctx: Context) -> dict:
+    """The same confirmation with SmolLM2-135M-Instruct and LoRA, from its carried GGUF.
+
+    On the GPU: assembles the GGUF from the parts the lease's commands carried (each part and
+    the whole checked by SHA-256; a missing part fails the stage naming it), converts it and
+    runs :func:`confirm_config` (``smollm2``).
+
+    Rehearsals check what a CPU can: the parts protocol on a synthetic file, command by
+    command; and, when the real GGUF's parts were carried and ``gguf`` is importable, the
+    assembled file converted on the CPU (a sentence scored, a problem answered) and the
+    GPU configuration built. The LoRA fine-tuning itself runs only on the GPU.
+    """
+    import importlib.util
+
+    figs: dict[str, Any] = {"model": "smollm2"}
+    wd = ctx.work_dir("confirm_smollm2")
     if ctx.rehearsal:
-        cp = figs["carry_protocol"]
+        figs["carry_protocol"] = cp = rehearse_carry(wd / "carry-rehearsal")
+        real = (ctx.carry_dir / "gguf" / carry.MANIFEST).is_file()
+        if real and importlib.util.find_spec("gguf") is not None and ctx.size == "toy":
+            chk = _smollm2_cpu_check(ctx, smollm2_gguf(ctx))
+            figs["smollm2_cpu_check"] = chk
+            gpu = confirm_config(dataclasses.replace(ctx, size="gpu"), "smollm2", "<converted>")
+            figs["gpu_config"] = {
+                "variants": list(gpu.variants),
+                "seeds": list(gpu.seeds),
+                "lora": gpu.finetune.lora,
+            }
+        figs["rehearsal_only"] = "carry and conversion checked; LoRA fine-tuning runs on a GPU"
+        _write_json(ctx.stage_dir("confirm_smollm2") / "confirm_smollm2.json", figs)
         if not (cp["sha256_matches"] and cp["missing_parts_named"] and cp["corrupt_part_refused"]):
             return {"status": "failed", "figures": figs, "message": f"carry protocol: {cp}"}
         chk = figs.get("smollm2_cpu_check")
@@ -933,7 +1007,13 @@ def confirm(ctx: Context) -> dict:
                 f"predicts the probe sentence at {chk['probe_loss']:.2f} nats (chance: "
                 f"{chk['ln_vocab']:.2f}): broken conversion",
             }
-    return {"figures": figs, "message": msg}
+        return {"figures": figs, "message": figs["rehearsal_only"]}
+    from llm_validation.models import resolve_model
+
+    gguf = smollm2_gguf(ctx)  # CarryError naming the missing parts: the stage fails
+    spec = str(resolve_model(gguf, cache_dir=ctx.work / "models" / "hf", progress=not ctx.quiet))
+    figs = _run_and_summarize(ctx, "confirm_smollm2", confirm_config(ctx, "smollm2", spec), figs)
+    return {"figures": figs}
 
 
 # ---------------------------------------------------------------------------------- sosd
@@ -947,6 +1027,10 @@ SOSD_SIZES = {
     "toy": dict(scale="quick", names=("constant", "wsd"), seeds=(0,)),
     "mini": dict(scale="quick", names=("constant",), seeds=(0,)),
 }
+
+
+#: The SoSD stage's time for its runs in one call (a run that would not fit waits for the next).
+SOSD_SECONDS = 510
 
 
 def sosd(ctx: Context) -> dict:
@@ -972,7 +1056,8 @@ def sosd(ctx: Context) -> dict:
         if not Path(f"{stem}.json").exists():
             spent = time.perf_counter() - t_start
             est = (spent / len(per_run)) if per_run else 0.0
-            if not ctx.rehearsal and per_run and spent + est > 540:
+            budget = min(SOSD_SECONDS, ctx.remaining())
+            if not ctx.rehearsal and per_run and spent + est > budget:
                 break
             t0 = time.perf_counter()
             lm_sosd_runs(wd, scale=sz["scale"], names=(name,), seeds=(seed,), device=ctx.device)
@@ -1014,11 +1099,36 @@ STAGES = (
     StageSpec(
         "preflight",
         "versions, the GPU, a bf16 product, carried wheels, the project's imports",
-        90,
+        30,
         "the carried wheels (.carry/wheels); nothing else",
-        "imports of ~100 modules (~30 s), wheel unpacking (~5 s), 23 products of 8192^3 "
-        "(~0.1 s at 800 TFLOP/s), subprocess start-up",
+        "imports of ~100 modules (~12 CPU-s here), wheel unpacking (~3 s), 23 products of "
+        "8192^3 (~0.1 s at 800 TFLOP/s); folded into the first command of every lease",
         preflight,
+        gate=True,
+        always=True,
+    ),
+    StageSpec(
+        "confirm",
+        "upsampling confirmation from scratch: FT, FT+UP, FT at FT+UP's steps, random, easy "
+        "x 3 seeds (accuracy and held-out loss); nothing carried but the wheels",
+        510,
+        "wheels (math-verify); nothing else: models pre-trained on the generated corpus here",
+        "llm_validation.confirm's gpu-scratch scale (its sizing, not run): pre-training of a "
+        "~27M-parameter target (width 512, 8 layers) and a ~1M proxy on 60,000 generated "
+        "problems, 3 proxy runs, 15 fine-tunes + evaluations, 4 processes sharing the GPU; "
+        "resumes from its job store while the machine is warm",
+        confirm,
+    ),
+    StageSpec(
+        "confirm_smollm2",
+        "the same confirmation with SmolLM2-135M-Instruct and LoRA (proxy = target)",
+        510,
+        "wheels (gguf); every GGUF part (.carry/gguf), spread over the lease's commands",
+        "GGUF conversion ~30 s; 3 proxy runs (1 epoch + 15 loss recordings of 1,900 examples) "
+        "~45 s each; 15 LoRA fine-tunes (~190 steps) + evaluations (600 problems x 128 tokens) "
+        "~50 s each, 4 processes sharing the GPU: ~450 s; resumes from its job store if cut",
+        confirm_smollm2,
+        carries=("wheels", "gguf"),
     ),
     StageSpec(
         "throughput",
@@ -1030,6 +1140,7 @@ STAGES = (
         "effective; generation 2 x 512 problems x 256 tokens at ~25 ms per token step: ~40 s; "
         "9 optimizers x 2 decoders x 4 measurements x ~25 steps: ~60 s; model building, warm-ups",
         throughput,
+        carries=("wheels", "tokenizer"),
     ),
     StageSpec(
         "markov_fig2_3",
@@ -1040,17 +1151,6 @@ STAGES = (
         "4 one-block models x 2000 steps at ~10-15 ms (overhead-bound) + 100 evaluations each: "
         "~4 x 45 s; best restricted truths by Monte Carlo once (1-4 min of CPU at d = 50)",
         _markov_stage("markov_fig2_3"),
-    ),
-    StageSpec(
-        "confirm",
-        "upsampling confirmation: FT, FT+UP, random, easy x 3 seeds (SmolLM2-135M-"
-        "Instruct with LoRA when its GGUF was carried, else from-scratch models)",
-        540,
-        "wheels (math-verify, gguf); all GGUF parts (.carry/gguf) for SmolLM2",
-        "GGUF conversion ~30 s; 3 proxy runs (1 epoch + 15 loss recordings of 1,900 examples) "
-        "~45 s each; 13 LoRA fine-tunes (~190 steps) + evaluations (600 problems x 128 tokens) "
-        "~50 s each, 4 processes sharing the GPU: ~400-500 s; resumes from its job store if cut",
-        confirm,
     ),
     StageSpec(
         "markov_fig8_9",
@@ -1064,7 +1164,7 @@ STAGES = (
         "markov_fig5",
         "seed 004 Figure 5 at the paper's scale (4 dataset sizes; KL to trained "
         "restricted-context models)",
-        540,
+        510,
         "wheels (netCDF4); MARKOV_SCALE=paper on CUDA",
         "4 sizes x 4 models x ~45 s = ~720 s: may need two commands (finished (size, seed) "
         "runs are kept in the result's .parts folder and the stage resumes)",
@@ -1074,7 +1174,7 @@ STAGES = (
         "sosd",
         "seed 002 Figs. 2-5 LM runs at the GPU configuration (6 layers, width 384, "
         "T = 256, 20,000 steps), as many as fit",
-        540,
+        SOSD_SECONDS,
         "CUDA (sims.lm.train_lm trains on the campaign's device); nothing carried",
         "18 runs of 20,000 steps; ~4-5 min each if a step takes ~10 ms: one or two per command",
         sosd,

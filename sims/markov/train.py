@@ -723,7 +723,6 @@ def train(
     kl = np.stack(hist["kl_restricted"])
     ent = ev.entropy
     ref_names = list(reference or {})
-    klr = np.stack(hist["kl_reference"]) if ref_names else np.zeros((len(hist["step"]), 0))
     data_vars = {
         "test_loss": ("step", np.asarray(hist["test_loss"])),
         "excess_loss": ("step", np.asarray(hist["test_loss"]) - ent),
@@ -736,10 +735,15 @@ def train(
             "kl_floor_spread": ("restricted", ev.best["kl_floor_spread"]),
             "excess_floor": ("restricted", ev.best["excess_floor"])}
            if ev.best is not None else {}),  # fmt: skip
-        "kl_reference": (("step", "reference"), klr),
         "attention": (("step", "head", "query", "key"), attn),
         "group_mass": (("step", "head", "group"), group_mass(attn, exp.chain)),
     }
+    # No references: no `reference` dimension. A zero-length dimension can only be stored as
+    # NetCDF's unlimited one, which NetCDF-3 (the scipy engine, used where netCDF4 is missing)
+    # allows only as a variable's first dimension: `kl_reference (step, reference)` with zero
+    # references wrote a file neither engine could read back (issue 30).
+    if ref_names:
+        data_vars["kl_reference"] = (("step", "reference"), np.stack(hist["kl_reference"]))
     if hist["example_loss"]:
         data_vars["example_loss"] = (("step", "example"), np.stack(hist["example_loss"]))
     ds = xr.Dataset(
@@ -749,7 +753,7 @@ def train(
             "head": np.arange(attn.shape[1]),
             "group": np.arange(1, h + 1),
             "restricted": np.arange(1, h + 1),
-            "reference": ref_names,
+            **({"reference": ref_names} if ref_names else {}),
             "query": np.arange(exp.chain.w - 1, exp.chain.L - 1),
             "key": np.arange(exp.chain.L),
         },

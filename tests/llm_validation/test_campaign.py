@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -47,6 +48,37 @@ def test_split_and_assemble_round_trip(tmp_path):
     assert out.read_bytes() == data
     assert oct(out.stat().st_mode & 0o777) == "0o644"
     assert carry.assemble(tmp_path / "parts", out) == out  # idempotent
+
+
+def test_assemble_rebuilds_a_same_size_corrupted_destination(tmp_path):
+    """An existing destination is trusted only by its SHA-256, never by its size (issue 32)."""
+    data = _blob(tmp_path / "m.gguf", 2 * carry.MIB + 5)
+    carry.split_file(tmp_path / "m.gguf", tmp_path / "p", part_bytes=carry.MIB)
+    dest = tmp_path / "there" / "m.gguf"
+    dest.parent.mkdir()
+    bad = bytearray(data)
+    bad[carry.MIB + 3] ^= 0x10  # one flipped bit: same size, different content
+    dest.write_bytes(bytes(bad))
+    assert dest.stat().st_size == len(data)
+    assert carry.assemble(tmp_path / "p", dest).read_bytes() == data
+    # a stale destination with its parts gone cannot be repaired: refused, not returned
+    dest.write_bytes(bytes(bad))
+    (tmp_path / "p" / "part-02").unlink()
+    with pytest.raises(carry.CarryError, match="missing part-02"):
+        carry.assemble(tmp_path / "p", dest)
+
+
+def test_split_at_given_part_sizes_for_balanced_commands(tmp_path):
+    data = _blob(tmp_path / "m.gguf", 3 * carry.MIB + 11)
+    man = carry.split_file(
+        tmp_path / "m.gguf", tmp_path / "p", part_bytes=[carry.MIB, 2 * carry.MIB + 11]
+    )
+    assert [p.size for p in man.parts] == [carry.MIB, 2 * carry.MIB + 11]
+    assert carry.assemble(tmp_path / "p", tmp_path / "o").read_bytes() == data
+    with pytest.raises(carry.CarryError, match="cover"):  # sizes that leave bytes behind
+        carry.split_file(tmp_path / "m.gguf", tmp_path / "q", part_bytes=[carry.MIB, carry.MIB])
+    with pytest.raises(carry.CarryError, match="1 MiB"):
+        carry.split_file(tmp_path / "m.gguf", tmp_path / "q", part_bytes=[1000, 4 * carry.MIB])
 
 
 def test_assemble_names_missing_and_corrupt_parts_and_writes_nothing(tmp_path):
@@ -177,36 +209,276 @@ def _git_repo(path: Path) -> Path:
     return path
 
 
-def test_device_plan_spreads_parts_within_the_tools_limits(tmp_path, monkeypatch):
+def test_balanced_parts_use_the_fewest_commands_with_equal_loads():
+    from llm_validation.campaign.plan import MARGIN, balanced_parts
+
+    mib = carry.MIB
+    tree, wheels, results, gguf = 7 * mib, 12 * mib, mib, 94 * mib
+    room = carry.TREE_LIMIT - tree - MARGIN  # 54 MiB of payload per command
+    sizes = balanced_parts(gguf, tree=tree, first_extra=wheels, last_extra=results)
+    assert sum(sizes) == gguf and len(sizes) == 2  # 107 MiB of payload: two commands of 53.5
+    loads = [sizes[0] + wheels, sizes[1] + results]
+    assert abs(loads[0] - loads[1]) <= 1 and max(loads) <= room
+    # one command fewer cannot hold the payload at all
+    assert wheels + gguf + results > (len(sizes) - 1) * room
+    # a tree 10 MiB bigger leaves 44 MiB a command: three commands of ~35.7 MiB
+    big = balanced_parts(gguf, tree=tree + 10 * mib, first_extra=wheels, last_extra=results)
+    assert len(big) == 3 and sum(big) == gguf
+    loads = [big[0] + wheels, big[1], big[2] + results]
+    assert max(loads) - min(loads) <= 2 and max(loads) <= room - 10 * mib
+    assert balanced_parts(5 * mib, tree=tree, first_extra=wheels) == [5 * mib]  # one command
+    with pytest.raises(carry.CarryError, match="no room"):
+        balanced_parts(gguf, tree=50 * mib, first_extra=wheels)
+
+
+def _sizes(**kw):
+    from llm_validation.campaign.plan import Sizes
+
+    return Sizes(**{"tree": 7 * carry.MIB, **kw})
+
+
+def test_leases_put_the_confirmation_first_within_900_s_with_the_start_counted():
+    from llm_validation.campaign import plan
+
+    leases = plan.plan_leases(STAGES, _sizes())
+    first = leases[0]
+    assert first.commands[0].stages == ("preflight", "confirm")
+    assert first.startup_s == 120 and first.planned_s <= 900
+    planned = {s.name: s.planned_seconds for s in STAGES}
+    c = first.commands[0]
+    # the lease's time by hand: start-up + the transfers (10 s + MiB / 8) + the stages' plans
+    by_hand = 120 + 10 + c.carry_bytes / carry.MIB / 8 + planned["preflight"] + planned["confirm"]
+    assert first.planned_s == pytest.approx(by_hand)
+    assert c.carry == [".carry/wheels"]  # nothing carried but the wheels
+    order = [n for lease in leases for c in lease.commands for n in c.stages if n != "preflight"]
+    assert sorted(order) == sorted(s.name for s in STAGES if s.name != "preflight")
+    assert order.index("confirm_smollm2") == 1  # the next stage by value
+    for lease in leases:
+        assert lease.planned_s <= 900
+        assert lease.commands[0].stages[0] == "preflight"  # every machine is checked first
+        assert not any("preflight" in c.stages for c in lease.commands[1:])
+        for c in lease.commands:
+            assert c.run_s <= plan.DEADLINE_S and c.timeout_s == 600
+            assert c.carry_bytes + plan.MARGIN <= carry.TREE_LIMIT and len(c.carry) <= 8
+            assert len(c.command) <= 2000 and "--pack $OUT" in c.command
+        # a later lease's fresh machine gets the collected summaries once, to skip what is done
+        assert sum("results/campaign/gpu" in c.carry for c in lease.commands) == (lease.number > 1)
+    # a shorter lease cannot hold the confirmation: one line saying what to change
+    with pytest.raises(carry.CarryError, match="fits no lease"):
+        plan.plan_leases(STAGES, _sizes(), lease_seconds=600)
+
+
+def test_gguf_parts_travel_in_the_confirmation_lease_balanced_over_its_commands():
+    from llm_validation.campaign import plan
+
+    leases = plan.plan_leases(STAGES, _sizes())
+    (lease,) = [x for x in leases if any("confirm_smollm2" in c.stages for c in x.commands)]
+    parts = [p for c in lease.commands for p in c.carry if "/part-" in p]
+    assert parts == [".carry/gguf/part-01", ".carry/gguf/part-02"]  # each once, in order
+    assert all("/part-" not in p for x in leases if x is not lease for c in x.commands
+               for p in c.carry)  # fmt: skip
+    a, b = lease.commands[:2]
+    assert a.stages == ("preflight",) and b.stages == ("confirm_smollm2",)
+    assert ".carry/wheels" in a.carry and ".carry/gguf/manifest.json" in a.carry + b.carry
+    assert abs(a.carry_bytes - b.carry_bytes) <= carry.MIB  # balanced
+    # the measured parts are used as they are, and a part too big for a command is refused
+    over = _sizes(parts=(("part-01", 60 * carry.MIB), ("part-02", 34 * carry.MIB)))
+    with pytest.raises(carry.CarryError, match="prepare-carry again"):
+        plan.plan_leases(STAGES, over)
+
+
+def test_prepared_carry_and_device_plan_agree(tmp_path):
     from llm_validation.campaign import device
 
     repo = _git_repo(tmp_path / "repo")
-    _blob(repo / "big.gguf", 7 * carry.MIB)
-    carry.split_file(repo / "big.gguf", repo / ".carry" / "gguf", part_bytes=carry.MIB)
-    (repo / "big.gguf").unlink()
+    _blob(tmp_path / "model.gguf", 3 * carry.MIB)
     (repo / ".carry" / "wheels").mkdir(parents=True)
     _blob(repo / ".carry" / "wheels" / "w-1.0-py3-none-any.whl", carry.MIB // 2)
-    assert carry.tree_bytes(repo) == 200_000 + len("/.carry/\n/results/\n")
-    # a 5 MiB budget per command: at most one or two 1 MiB parts beside the wheel and margin
-    monkeypatch.setattr(carry, "TREE_LIMIT", 5 * carry.MIB)
-    monkeypatch.setattr(device, "MARGIN", 2 * carry.MIB)
-    cmds = device.device_plan(repo)
-    confirm_at = next(i for i, c in enumerate(cmds) if "confirm" in c.stages)
-    carried = [p for c in cmds for p in c.carry if "/part-" in p]
-    assert sorted(carried) == [f".carry/gguf/part-{i:02d}" for i in range(1, 8)]  # each once
-    assert all("/part-" not in p for c in cmds[confirm_at + 1 :] for p in c.carry)
-    assert any(not c.stages for c in cmds[:confirm_at])  # a carry-only command was needed
-    for i, c in enumerate(cmds):
-        assert c.bytes <= 5 * carry.MIB and len(c.carry) <= 8 and len(c.command) <= 2000
-        if any("/part-" in p for p in c.carry):
-            assert ".carry/gguf/manifest.json" in c.carry
-        if c.stages:
-            assert f"--stage {' '.join(c.stages)}" in c.command and "--pack $OUT" in c.command
-            assert ("results/campaign/gpu" in c.carry) == (i > 0)
-        json.dumps(c.as_run_args())
-    assert [g for c in cmds if c.stages for g in c.stages] == [s.name for s in STAGES]
-    text = device.format_device_plan(cmds, repo=repo)
-    assert text.count("\nrun {") == len(cmds) and "--collect" in text
+    sizes = [carry.MIB, 2 * carry.MIB]
+    carry.split_file(tmp_path / "model.gguf", repo / ".carry" / "gguf", part_bytes=sizes)
+    measured = device.measured_sizes(repo)
+    assert measured.prepared and measured.tree == carry.tree_bytes(repo)
+    assert measured.parts == (("part-01", carry.MIB), ("part-02", 2 * carry.MIB))
+    leases = device.device_plan(repo)
+    text = device.format_device_plan(leases, repo=repo)
+    assert "WARNING" not in text and text.count("      run {") == sum(
+        len(x.commands) for x in leases
+    )
+    assert "--collect" in text and "--publish" in text
+
+
+# ------------------------------------------------------------- the rehearsal's machine limits
+
+
+def test_out_rule_is_the_device_tools(tmp_path, monkeypatch):
+    from llm_validation.campaign.rehearse import out_violations
+
+    out = tmp_path / "OUT"
+    (out / "a" / "b").mkdir(parents=True)
+    for i in range(7):
+        (out / f"f{i}.json").write_text("{}")
+    (out / "a" / "b" / "deep-ok.txt").write_text("x")  # $OUT/a/b/file comes back
+    assert out_violations(out) == []  # 8 files, two folders down
+    (out / "a" / "b" / "c").mkdir()
+    (out / "a" / "b" / "c" / "x.txt").write_text("x")  # $OUT/a/b/c/file does not
+    bad = out_violations(out)
+    assert any("3 folders down" in b for b in bad) and any("9 files" in b for b in bad)
+    (out / "a" / "b" / "c" / "x.txt").unlink()
+    (out / "f0.json").rename(out / "bad name.json")
+    assert [b for b in out_violations(out) if "name" in b] == [
+        "bad name.json: name has characters other than letters, digits, '.', '_', '-'"
+    ]
+    (out / "bad name.json").unlink()
+    monkeypatch.setattr("llm_validation.campaign.rehearse.OUT_MAX_FILE", 1000)
+    (out / "f1.json").write_bytes(b"x" * 1001)
+    assert out_violations(out) == ["f1.json: 0.0 MiB (at most 16 MiB)"]
+    (out / "f1.json").unlink()
+    (out / "link").symlink_to(out / "f2.json")
+    assert out_violations(out) == ["link: a link (does not come back)"]
+
+
+def _lease(number, *cmds):
+    from llm_validation.campaign import plan
+
+    return plan.Lease(
+        number,
+        [
+            plan.Command(number, st, list(c), 0, 1.0, command=text, timeout_s=t)
+            for st, c, text, t in cmds
+        ],  # fmt: skip
+        900,
+        120,
+    )
+
+
+def _py(code: str) -> str:
+    import shlex
+
+    return f"{sys.executable} -c {shlex.quote(code)}"
+
+
+def test_rehearsal_refuses_a_carry_over_64_mib_before_running(tmp_path, monkeypatch):
+    from llm_validation.campaign.rehearse import RehearsalError, run_leases
+
+    repo = _git_repo(tmp_path / "repo")
+    (repo / ".carry").mkdir()
+    _blob(repo / ".carry" / "big.bin", 2 * carry.MIB)
+    monkeypatch.setattr(carry, "TREE_LIMIT", 2 * carry.MIB)  # tree 0.2 MiB + 2 MiB > 2 MiB
+    ran = tmp_path / "ran"
+    lease = _lease(1, (("a",), [".carry/big.bin"], f"touch {ran}", 60))
+    with pytest.raises(RehearsalError, match=r"carries 2\.2 MiB, over the 64 MiB limit"):
+        run_leases(repo, [lease], tmp_path / "m", say=lambda m: None)
+    assert not ran.exists()  # the command did not run
+    monkeypatch.setattr(carry, "TREE_LIMIT", 3 * carry.MIB)
+    (row,) = run_leases(repo, [lease], tmp_path / "m", say=lambda m: None)
+    assert ran.exists() and row.rc == 0 and row.carried == carry.tree_bytes(repo) + 2 * carry.MIB
+
+
+@pytest.mark.parametrize(
+    ("files", "needle"),
+    [
+        ([f"f{i}" for i in range(9)], "9 files"),
+        (["a/b/c/deep.txt"], "3 folders down"),
+        (["sp ace.txt"], "name has characters"),
+    ],
+)
+def test_rehearsal_fails_a_command_whose_out_breaks_the_file_rule(tmp_path, files, needle):
+    from llm_validation.campaign.rehearse import RehearsalError, run_leases
+
+    repo = _git_repo(tmp_path / "repo")
+    code = (
+        "import os, pathlib\n"
+        f"for f in {files!r}:\n"
+        "    p = pathlib.Path(os.environ['OUT']) / f\n"
+        "    p.parent.mkdir(parents=True, exist_ok=True)\n"
+        "    p.write_text('x')\n"
+    )
+    lease = _lease(1, ((), [], _py(code), 60), ((), [], "touch never", 60))
+    with pytest.raises(RehearsalError, match=needle) as exc:
+        run_leases(repo, [lease], tmp_path / "m", say=lambda m: None)
+    assert len(exc.value.rows) == 1  # the next command did not run
+
+
+def test_rehearsal_keeps_files_only_while_the_machine_stays_warm(tmp_path):
+    from llm_validation.campaign.rehearse import run_leases
+
+    repo = _git_repo(tmp_path / "repo")
+    (repo / ".carry").mkdir()
+    (repo / ".carry" / "a.txt").write_text("carried")
+    write = "mkdir -p results && echo left > results/left.txt"
+    check = _py(
+        "import os, pathlib; o = pathlib.Path(os.environ['OUT']);"
+        "(o / 'seen.txt').write_text(str(pathlib.Path('results/left.txt').exists()) + ' ' +"
+        " str(pathlib.Path('.carry/a.txt').exists()) + ' ' + str(pathlib.Path('code.py').stat()"
+        ".st_size))"
+    )
+    leases = [
+        _lease(1, ((), [".carry/a.txt"], write, 60), ((), [], check, 60)),
+        _lease(2, ((), [], check, 60)),
+    ]
+    texts = []
+
+    def grab(line):  # read each command's $OUT as it returns
+        if "returned" in line:
+            texts.extend(p.read_text() for p in (tmp_path / "m").glob("lease-*/OUT/seen.txt"))
+
+    rows = run_leases(repo, leases, tmp_path / "m", say=grab)
+    assert [r.rc for r in rows] == [0, 0, 0]
+    # warm (same lease): the ignored file and the earlier carried path are still there; a new
+    # lease starts bare: only the tree (code.py, 200,000 bytes) is there
+    assert texts == ["True True 200000", "False False 200000"]
+    assert not (tmp_path / "m" / "lease-1").exists()  # the machine went back
+
+
+def test_rehearsal_kills_a_command_at_its_limit_and_stops(tmp_path):
+    from llm_validation.campaign.rehearse import RehearsalError, run_leases
+
+    repo = _git_repo(tmp_path / "repo")
+    slow = _py("import time; time.sleep(60)")  # a grandchild of the shell: killed with it
+    lease = _lease(1, ((), [], slow, 2), ((), [], "true", 60))
+    t0 = time.perf_counter()
+    with pytest.raises(RehearsalError, match="killed at its 2 s limit") as exc:
+        run_leases(repo, [lease], tmp_path / "m", say=lambda m: None)
+    assert time.perf_counter() - t0 < 30
+    assert [r.rc for r in exc.value.rows] == [124]
+
+
+def test_rehearsal_stops_after_a_failed_preflight(tmp_path):
+    """A command whose preflight failed: its later stages are blocked, no later command runs."""
+    from llm_validation.campaign.rehearse import RehearsalError, run_leases
+
+    repo = _git_repo(tmp_path / "repo")
+    code = (
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "from pathlib import Path\n"
+        "from llm_validation.campaign.runner import Context, StageSpec, run_campaign, pack\n"
+        "def bad(ctx):\n"
+        "    return {'status': 'failed', 'message': 'netCDF4 not importable'}\n"
+        "def work(ctx):\n"
+        "    Path('worked').write_text('x'); return {}\n"
+        "ctx = Context(size='toy', out=Path('o').absolute(), work=Path('w').absolute(),"
+        " quiet=True)\n"
+        "st = [StageSpec('preflight', 'p', 1, '', '', bad, gate=True, always=True),"
+        " StageSpec('confirm', 'c', 1, '', '', work)]\n"
+        "s = run_campaign(ctx, st)\n"
+        "pack(ctx.out, os.environ['OUT'])\n"
+    )
+    lease = _lease(1, (("preflight", "confirm"), [], _py(code), 60), (("sosd",), [], "true", 60))
+    with pytest.raises(RehearsalError, match="preflight failed; the campaign stops") as exc:
+        run_leases(repo, [lease], tmp_path / "m", say=lambda m: None)
+    (row,) = exc.value.rows
+    assert row.statuses == {"preflight": "failed", "confirm": "blocked"}
+
+
+def test_rehearse_on_a_fresh_clone_stops_at_once_with_the_command_to_run(tmp_path, capsys):
+    t0 = time.perf_counter()
+    with pytest.raises(SystemExit) as exc:
+        campaign_main(["--rehearse", "--carry-dir", str(tmp_path / "nothing")])
+    err = _err(capsys)
+    assert exc.value.code == 2 and len(err.splitlines()) == 1
+    assert "run `python -m llm_validation campaign --prepare-carry` first" in err
+    assert time.perf_counter() - t0 < 10
 
 
 # --------------------------------------------------------------------------------- runner
@@ -262,6 +534,33 @@ def test_resume_skips_finished_stages_and_a_failure_costs_only_its_stage(tmp_pat
         run_campaign(_ctx(tmp_path), stages, only=["zzz"])
     with pytest.raises(ValueError, match="holds a rehearsal summary"):
         run_campaign(_ctx(tmp_path, size="gpu"), stages)
+
+
+def test_a_failed_gate_blocks_the_later_stages_with_its_reason(tmp_path):
+    ran = []
+
+    def gate(ctx):
+        ran.append("gate")
+        return {"status": "failed", "message": "math_verify not importable"}
+
+    def work(name):
+        return lambda ctx: ran.append(name) or {}
+
+    stages = [
+        StageSpec("pre", "P", 1, "", "", gate, gate=True, always=True),
+        StageSpec("a", "A", 1, "", "", work("a")),
+        StageSpec("b", "B", 1, "", "", work("b")),
+    ]
+    s = run_campaign(_ctx(tmp_path), stages)
+    assert ran == ["gate"]  # the later stages did not run
+    st = {e["name"]: e for e in s["stages"]}
+    assert st["a"]["status"] == st["b"]["status"] == "blocked"
+    assert st["b"]["message"] == "not run: pre failed (math_verify not importable)"
+    # a gate that passes lets them run; an `always` stage runs again although it was ok
+    stages[0] = StageSpec("pre", "P", 1, "", "", work("pre"), gate=True, always=True)
+    run_campaign(_ctx(tmp_path), stages)
+    run_campaign(_ctx(tmp_path), stages)
+    assert ran == ["gate", "pre", "a", "b", "pre"]
 
 
 @pytest.mark.parametrize("sigint", ["default", "ignored"])
@@ -380,7 +679,9 @@ def _err(capsys) -> str:
     ("argv", "needle"),
     [
         (["--deadline", "0", "--rehearse"], "--deadline must be > 0"),
-        (["--rehearse", "--out", "/proc/nope"], "`--out` '/proc/nope' is not writable"),
+        (["--size", "toy", "--out", "/proc/nope"], "`--out` '/proc/nope' is not writable"),
+        (["--rehearse", "--stage", "confirm"], "--rehearse runs the whole plan"),
+        (["--dry-run", "--startup-seconds", "900"], "--startup-seconds must be"),
         (["--stage", "nope"], "invalid choice: 'nope'"),
         (["--out", str(REPO / "figures/summaries/gpu")], "committed GPU summaries folder"),
         (["--collect", "/no/such/dir"], "does not exist"),
@@ -416,6 +717,13 @@ def test_dry_run_lists_every_stage_within_540_s(capsys):
             listed[parts[1]] = float(parts[2])
     assert listed == {s.name: s.planned_seconds for s in STAGES}
     assert max(listed.values()) <= 540 and "needs:" in out
+    # lease 1 runs the confirmation, its start-up counted, within 900 s
+    lease1 = next(ln for ln in out.splitlines() if ln.startswith("Lease 1:"))
+    planned, of = (float(x) for x in re.findall(r"(\d+) s of (\d+) planned", lease1)[0])
+    assert planned <= of == 900 and "start-up 120 s" in lease1
+    assert "  1.1 preflight 30 s + confirm 510 s;" in out
+    assert campaign_main(["--dry-run", "--lease-seconds", "1800", "--startup-seconds", "60"]) == 0
+    assert "Lease 1: " in (longer := capsys.readouterr().out) and "of 1800 planned" in longer
 
 
 # ------------------------------------------------------------------------- the rehearsal
@@ -477,15 +785,58 @@ def test_rehearsal_runs_every_stage_through_the_gpu_code(mini):
     assert sum(h.startswith("kl_reference_") for h in header) == 3  # c = one, two, all groups
     assert st["markov_fig5"]["figures"]["sizes"] == [32, 64]
     c = st["confirm"]["figures"]
-    assert c["carry_protocol"]["sha256_matches"] and c["model"] == "scratch"
+    assert c["model"] == "scratch" and set(c["paired_differences"]) == {"ft_up-ft"}
+    cs = st["confirm_smollm2"]["figures"]
+    assert cs["carry_protocol"]["sha256_matches"] and "rehearsal_only" in cs
     acc = (ctx.out / "confirm" / "accuracy.csv").read_text().strip().splitlines()
     assert len(acc) == 1 + 2 * 1 * 6  # 2 variants x 1 seed x 6 benchmarks
     assert all(0 <= x <= 100 for v in c["avg_accuracy_points"].values() for x in v)
     assert set(st["sosd"]["figures"]["runs"]) == {"constant_seed0"}
     total = sum(p.stat().st_size for p in ctx.out.rglob("*") if p.is_file())
     assert total < 1_000_000  # small enough to commit
-    again = run_campaign(ctx, STAGES)  # finished: everything is skipped
-    assert [e["attempts"] for e in again["stages"]] == [1] * len(STAGES)
+    again = run_campaign(ctx, STAGES)  # finished: skipped, but the preflight checks again
+    assert [e["attempts"] for e in again["stages"]] == [2] + [1] * (len(STAGES) - 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["netcdf4", "scipy"])
+def test_every_netcdf_the_campaign_writes_reads_back_on_both_engines(mini, engine, tmp_path):
+    """Each .nc the rehearsal wrote (Markov results, the confirmation's, the preflight's)
+    is read, written again with ``engine`` and read back equal, through xarray and netCDF4."""
+    import netCDF4
+    import xarray as xr
+
+    from sims.io import read_netcdf, write_netcdf
+
+    root, ctx, _ = mini
+    found = sorted(p for p in root.rglob("*.nc") if ".parts" not in str(p))
+    names = {p.name for p in found}
+    # the three Markov figures, the confirmation's aggregate, the preflight's int64 check
+    assert {"fig2_3_full.nc", "fig8_9_reversed.nc", "fig5_datasize.nc"} <= names
+    assert {"results.nc", "preflight-int64.nc"} <= names
+    for k, path in enumerate(found):
+        ds = read_netcdf(path)
+        if engine == "scipy":  # NetCDF-3 has no int64: values that fit are kept as int32
+            big = [v for v in ds.variables if ds[v].dtype.kind in "iu" and ds[v].size
+                   and np.abs(ds[v].values).max() >= 2**31]  # fmt: skip
+            if big:
+                continue  # the preflight's 2**40 + 1: why netCDF4 is carried
+        again = tmp_path / f"{k}-{path.name}"
+        write_netcdf(again, ds, engine=engine)
+        back = read_netcdf(again)
+        assert set(back.variables) == set(ds.variables), path
+        for v in ds.variables:
+            x, y = ds[v].values, back[v].values
+            assert x.shape == y.shape, (path, v)
+            if x.dtype.kind in "fc":
+                np.testing.assert_array_equal(x, y, err_msg=f"{path}: {v}")
+            else:
+                assert (x == y).all(), (path, v)
+        with xr.open_dataset(again, engine=engine) as direct:
+            assert dict(direct.sizes) == dict(ds.sizes), path
+        with netCDF4.Dataset(again) as nc:  # NetCDF-3 keeps strings as chars: stringN dims
+            dims = {d: len(n) for d, n in nc.dimensions.items() if not d.startswith("string")}
+            assert dims == dict(ds.sizes), path
 
 
 @pytest.mark.slow
@@ -515,7 +866,8 @@ def test_gpu_figures_say_not_run_without_summaries(tmp_path, monkeypatch):
     assert summary is None
     fig = _gpu.not_run_figure(mod.FIGURE, ("confirm",))
     texts = " ".join(t.get_text() for t in fig.axes[0].texts)
-    assert _gpu.NOT_RUN in texts and "confirm: planned 540 s" in texts
+    planned = next(s.planned_seconds for s in STAGES if s.name == "confirm")
+    assert _gpu.NOT_RUN in texts and f"confirm: planned {planned:.0f} s" in texts
     (path,) = mod.make(tmp_path / "o", results_dir=tmp_path / "results")
     assert path.name == "gpu_confirm.png" and path.stat().st_size > 10_000
 
@@ -535,18 +887,36 @@ def test_loss_minus_lnv_check_has_the_right_scale():
 
 
 def test_gpu_confirmation_configs_build_on_todays_confirm_api(tmp_path):
-    from llm_validation.campaign.stages import confirm_config
+    from llm_validation.campaign.stages import CONFIRM_VARIANTS, confirm_config
+    from llm_validation.confirm import SCALES, VARIANTS
 
-    four = ("ft", "ft_up", "random", "easy")
+    five = ("ft", "ft_up", "ft_matched", "random", "easy")
+    assert CONFIRM_VARIANTS == five and set(five) <= set(VARIANTS)
     ctx = _ctx(tmp_path, size="gpu")
     real = confirm_config(ctx, "smollm2", "/models/smollm2-hf")
     assert real.target == real.proxy == "/models/smollm2-hf" and real.finetune.lora
-    assert real.variants == four and real.seeds == (0, 1, 2) and real.n_pretrain == 0
+    assert real.variants == five and real.seeds == (0, 1, 2) and real.n_pretrain == 0
     assert (real.n_train, real.n_test, real.n_heldout) == (2000, 100, 300)
     scratch = confirm_config(ctx, "scratch")
-    assert scratch.target == scratch.proxy == "scratch" and scratch.variants == four
-    assert scratch.seeds == (0, 1, 2) and scratch.n_pretrain > 0
-    assert confirm_config(_ctx(tmp_path, size="toy"), "scratch").seeds == (0, 1, 2)
+    assert scratch.target == scratch.proxy == "scratch" and scratch.variants == five
+    assert scratch.seeds == (0, 1, 2) and scratch.n_pretrain > 0 and scratch.n_heldout > 0
+    if "gpu-scratch" in SCALES:  # the confirm helper's H100 sizes, when defined
+        g = SCALES["gpu-scratch"]
+        assert (scratch.n_pretrain, scratch.n_train) == (g.n_pretrain, g.n_train)
+    toy = confirm_config(_ctx(tmp_path, size="toy"), "scratch")
+    assert toy.seeds == (0, 1, 2) and toy.variants == five
+
+
+def test_gpu_scratch_fallback_is_tens_of_millions_of_parameters_wide():
+    from llm_validation.campaign.stages import gpu_scratch_fallback
+
+    cfg = gpu_scratch_fallback()
+    t = cfg.target_pretrain.size
+    kv = t.hidden // t.heads * t.kv_heads
+    # per layer: q, o (h^2 each), k, v (h * kv each), the MLP (3 h f), two norms (2 h)
+    per_layer = 2 * t.hidden**2 + 2 * t.hidden * kv + 3 * t.hidden * t.intermediate + 2 * t.hidden
+    assert 10e6 < t.layers * per_layer < 100e6  # the CPU design's 0.46M, widened
+    assert cfg.n_pretrain >= 10 * 1000 and cfg.workers == 4
 
 
 def test_throughput_model_has_smollm2_135m_shapes():

@@ -15,6 +15,7 @@ from llm_validation.confirm import (
     VARIANTS,
     ConfirmConfig,
     learning_times,
+    matched_epochs,
     paired_ci,
     report,
     run_confirmation,
@@ -82,8 +83,18 @@ def test_config_validation():
         ConfirmConfig(variants=("ft", "hard"))
     with pytest.raises(ValueError, match="must include 'ft'"):
         ConfirmConfig(variants=("ft_up",))
-    assert set(SCALES) == {"cpu", "gpu", "quick"} and SCALES["gpu"].target == "gemma3-270m"
+    assert set(SCALES) == {"cpu", "gpu", "gpu-scratch", "quick"}
+    assert SCALES["gpu"].target == "gemma3-270m"
     assert SCALES["gpu"].proxy == "smollm2-135m-instruct" and SCALES["gpu"].finetune.lora
+    # issue 29: the same design at every full scale: five seeds (three on the 450-s H100
+    # from-scratch scale), FT with FT+UP's step count among the default variants
+    default = ("ft", "ft_matched", "ft_up", "random", "easy")
+    for name in ("cpu", "gpu", "gpu-scratch"):
+        assert SCALES[name].variants == default, name
+        assert SCALES[name].heldout_acc_per_source > 0, name
+    assert SCALES["cpu"].seeds == SCALES["gpu"].seeds == (0, 1, 2, 3, 4)
+    assert SCALES["gpu-scratch"].seeds == (0, 1, 2)
+    assert SCALES["gpu-scratch"].target == SCALES["gpu-scratch"].proxy == "scratch"
 
 
 @pytest.mark.slow
@@ -102,6 +113,23 @@ def test_micro_run_end_to_end(tmp_path):
     assert (nan == np.isnan(ds["pt_heldout_loss"].values)).all() and nan.mean() < 0.25
     assert "without a scored token" in (tmp_path / "report.md").read_text()
     assert float(ds["heldout_loss"].sel(variant="ft").mean()) < float(ds["pt_heldout_loss"].mean())
+    # per-source accuracy: the first 2 held-out problems of each source are answered and
+    # scored (0/1), the rest NaN, the same problems in every run
+    answered = np.isfinite(ds["pt_heldout_correct"].values)
+    per_src = {}
+    for s_ in ds["heldout_source"].values:
+        per_src[s_] = per_src.get(s_, 0) + 1
+    assert answered.sum() == sum(min(2, n) for n in per_src.values())
+    ok = ds["heldout_correct"].values
+    assert (np.isfinite(ok) == answered).all() and set(np.unique(ok[np.isfinite(ok)])) <= {0, 1}
+    assert ds["t_sources"].dims == ("variant", "seed", "source")
+    assert (ds["train_steps"] > 0).all() and (ds["run_cpu_seconds"] > 0).all()
+    assert set(json.loads(ds.attrs["job_cpu_seconds"])) == {
+        "pretrain_target",
+        "pretrain_proxy",
+        "proxy",
+        "pt_eval",
+    }
     train = json.loads((tmp_path / "data" / "MathInstruct.json").read_text())
     assert set(ds["heldout_source"].values.tolist()) <= {r["source"] for r in train}
     comp = json.loads(ds.attrs["hard_composition"])["0"]
@@ -123,6 +151,7 @@ def test_micro_run_end_to_end(tmp_path):
     )
     text = (tmp_path / "report.md").read_text()
     assert "### Table 2 layout" in text and "| GSM8K |" in text
+    assert "### Accuracy per source" in text and "worst-source held-out accuracy" in text
     assert "ft_up − ft" in text and "one seed: no interval" in text
     # programs run in the sandbox: counted per benchmark, reported with and without execution
     assert ds["programs"].dims == ("variant", "seed", "benchmark")
@@ -161,7 +190,7 @@ def test_reuse_needs_a_finished_run_of_the_same_corpus(tmp_path):
 
 
 def test_every_variant_is_described():
-    names = {"ft", "ft_up", "random", "easy", "ft_up_last", "ft_up_k10", "ft_up_k15",
+    names = {"ft", "ft_matched", "ft_up", "random", "easy", "ft_up_last", "ft_up_k10", "ft_up_k15",
              "ft_up_self", "ft_muon", "ft_up_muon", "ft_fsam", "ft_up_clean"}  # fmt: skip
     assert names == set(VARIANTS)
     assert VARIANTS["ft_up_last"].features == "last" and VARIANTS["ft_up_k15"].k == 15
@@ -201,11 +230,17 @@ def _synthetic_results():
 def test_report_tables_and_verdicts():
     ds = _synthetic_results()
     text = report(ds)
-    assert "| GSM8K | 5.0 | 30.0 ± 2.0 | 32.0 ± 2.0 |" in text  # PT, FT, FT+UP (mean ± sd)
+    # Chance, PT, FT, FT+UP (mean ± sd); chance: 0 for numbers, 25 % for MMLU's 4 choices,
+    # 25/6 = 4.2 % on average
+    assert "| GSM8K | 0.0 | 5.0 | 30.0 ± 2.0 | 32.0 ± 2.0 |" in text
+    assert "| MMLU-Math | 25.0 | 5.0 | 30.0 ± 2.0 | 32.0 ± 2.0 |" in text
+    assert "| Avg. | 4.2 | 5.0 | 30.0 ± 2.0 | 32.0 ± 2.0 |" in text
     assert "| ft_up − ft | +2.00 | [+2.00, +2.00] |" in text and "ft_up better" in text
     assert "| easy − ft | -3.00 |" in text and "easy worse" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| random − ft |"))
-    assert "inside the seed noise" in row
+    # random − ft: +0.4, -0.6, +0.2 points; mean 0, sd 0.5292, se 0.3055; the 95 % interval
+    # (t 4.303: ±1.31) holds 0 and the 90 % one (t 2.920: ±0.892) lies inside ±1 point
+    assert "0.00 | [-1.31, +1.31] |" in row and "equivalent within ±1" in row
     assert "| ft_up − ft_up_last | +1.00 |" in text
     assert "Optimizers" not in text and "Beyond the paper" not in text  # none of their variants
     assert "Fig. 4a/4c" not in text and "### Table 6 layout" in text
@@ -240,7 +275,8 @@ def test_confirm_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()  # a dry run computes and writes nothing (it used to start the run)
     assert "520 held-out" in text
     default = next(ln for ln in text.splitlines() if "variants:" in ln)
-    assert "ft_fsam" not in default and "ft_up_last" in default  # the 30-minute default
+    # the 60-minute default (issue 29; before: eight variants with ft_up_last, no ft_matched)
+    assert default.split(": ")[1] == "ft, ft_matched, ft_up, random, easy"
     assert main(argv + ["--variants", "all"]) == 0
     listed = next(ln for ln in capsys.readouterr().out.splitlines() if "variants:" in ln)
     assert listed.split(": ")[1].split(", ") == list(VARIANTS)
@@ -269,3 +305,69 @@ def test_program_table_shares_and_accuracies():
     assert row == "| ft | 10.0 ± 0.0 | 50.0 ± 0.0 | 0.0 ± 0.0 | 30.0 ± 2.0 | 25.0 ± 2.0 |"
     pt = next(ln for ln in text.splitlines() if ln.startswith("| PT |"))
     assert pt == "| PT | 0.0 | – | – | 5.0 | 5.0 |"
+
+
+def test_matched_epochs_give_exactly_the_wanted_steps():
+    from llm_validation.training import schedule
+
+    # 1045 examples at batch 32: 33 steps per epoch; 120 steps = 119.5/33 epochs
+    assert matched_epochs(120, 1045, 32) == pytest.approx(119.5 / 33)
+    for n, b in [(1045, 32), (152, 16), (7, 3), (1000, 8)]:
+        for steps in range(1, 400, 7):
+            assert schedule(n, b, matched_epochs(steps, n, b)).total == steps
+    with pytest.raises(ValueError, match="must be positive"):
+        matched_epochs(0, 10, 2)
+
+
+@pytest.mark.slow
+def test_ft_matched_takes_ft_ups_steps_on_the_original_data(tmp_path):
+    """``ft_matched``: FT's data (each example once per epoch) for FT+UP's optimizer steps."""
+    from llm_validation.training import schedule
+
+    cfg = dataclasses.replace(
+        SCALES["quick"], variants=("ft", "ft_matched", "ft_up"), seeds=(3,), n_heldout=0
+    )
+    ds = run_confirmation(cfg, tmp_path, quiet=True)
+    steps = ds["train_steps"].sel(seed=3)
+    n_train = sum(1 for ln in (tmp_path / "data" / "train_split.jsonl").open() if ln.strip())
+    ft_steps = schedule(n_train, cfg.finetune.batch_size, cfg.finetune.epochs).total
+    assert int(steps.sel(variant="ft")) == ft_steps  # ceil(n / 16) for one epoch
+    # FT+UP trains longer (duplicated hard examples) and ft_matched exactly as long
+    assert int(steps.sel(variant="ft_up")) > ft_steps
+    assert int(steps.sel(variant="ft_matched")) == int(steps.sel(variant="ft_up"))
+    # ... on the original data: its epochs are fractional passes over the n_train examples
+    done = (tmp_path / "seed3" / "ft_matched" / "final" / "DONE").read_text()  # the Trainer's
+    assert done.strip() == f"steps={int(steps.sel(variant='ft_up'))}"
+    assert "| Dataset | Chance | PT | FT | FT (FT+UP's steps) | FT+UP |" in report(ds)
+
+
+def test_accuracy_per_source_and_worst_source_by_hand():
+    """Per-source held-out accuracy, its mean and worst source, and the paired difference."""
+    ds = _synthetic_results()
+    # 2 sources (a, b) x 2 problems; 1 = right. Per seed, ft: a 100/50/100, b 0/50/50 %
+    ft = np.array([[1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]], float)
+    # ft_up: a 100/100/100, b 50/50/100 %
+    up = np.array([[1, 1, 1, 0], [1, 1, 0, 1], [1, 1, 1, 1]], float)
+    ok = np.stack([up if v == "ft_up" else ft for v in ds["variant"].values])
+    ds["heldout_correct"] = (("variant", "seed", "heldout"), ok)
+    ds["pt_heldout_correct"] = ("heldout", np.array([1.0, 0.0, 0.0, 0.0]))  # a 50, b 0 %
+    text = report(ds)
+    table = text.split("### Accuracy per source")[1].split("###")[0].splitlines()
+    # PT, ft, ft_up, ...: a 83.3 ± 28.9 (sample sd of 100, 50, 100), b 33.3 ± 28.9
+    assert next(r for r in table if r.startswith("| a |")).startswith(
+        "| a | 2 | 50.0 | 83.3 ± 28.9 | 100.0 ± 0.0 |"
+    )
+    assert next(r for r in table if r.startswith("| b |")).startswith(
+        "| b | 2 | 0.0 | 33.3 ± 28.9 | 66.7 ± 28.9 |"
+    )
+    # mean over sources per seed: ft 50/50/75 -> 58.3 ± 14.4; ft_up 75/75/100 -> 83.3 ± 14.4
+    mean_row = next(r for r in table if r.startswith("| **mean over sources**"))
+    assert "| 25.0 | 58.3 ± 14.4 | 83.3 ± 14.4 |" in mean_row
+    # worst source per seed: ft 0/50/50 -> 33.3 ± 28.9; ft_up 50/50/100 -> 66.7 ± 28.9
+    worst_row = next(r for r in table if r.startswith("| **worst source**"))
+    assert "| 0.0 | 33.3 ± 28.9 | 66.7 ± 28.9 |" in worst_row
+    # paired: +50, 0, +50; mean 33.33, se 16.667, t(0.975, 2) = 4.3027: ±71.71, [-38.38, +105.04]
+    diffs = text.split("Paired differences in worst-source held-out accuracy")[1].splitlines()
+    row = next(r for r in diffs if r.startswith("| ft_up − ft |"))
+    assert "| +33.33 | [-38.38, +105.04] | +50.00, +0.00, +50.00 |" in row
+    assert "not shown: inside the seed noise" in row

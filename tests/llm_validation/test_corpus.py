@@ -306,3 +306,49 @@ def test_template_overlap_in_distribution_by_design_and_deepmind_phrasing_new(fr
     assert not any(skeleton(q) in train_skeletons for q in tests["deepmind"])
     starts = {q.split()[0] for q in reference}
     assert "Evaluate" not in starts and any(q.startswith("Evaluate ") for q in tests["deepmind"])
+
+
+def test_scratch_tokenizer_splits_numbers_into_single_digits(tmp_path):
+    """The from-scratch tokenizer (issue 29): every digit is its own token, even numbers that
+    occur hundreds of times in its training texts (BPE would merge them), and a number
+    round-trips digit by digit through a saved-and-reloaded copy."""
+    from transformers import AutoTokenizer
+
+    from llm_validation.tiny import train_tokenizer
+
+    texts = [
+        f"Calculate 1250 + {i}. 1250 + {i} = {1250 + i}. The answer is 1250." for i in range(300)
+    ]
+    train_tokenizer(texts, vocab_size=400, save_dir=tmp_path)
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    for number in ("1250", "90417", "-3.25", "7/12"):
+        text = f"The answer is {number}."
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        pieces = [tok.decode([i]) for i in ids]
+        digits = [p for p in pieces if any(c.isdigit() for c in p)]
+        # each digit of the number is exactly one token, in order
+        assert digits == [c for c in number if c.isdigit()], (number, pieces)
+        assert tok.decode(ids) == text
+    # a frequent word is still merged (BPE works): fewer tokens than characters
+    assert len(tok("answer", add_special_tokens=False)["input_ids"]) < len("answer")
+
+
+def test_levels_restrict_every_split(tmp_path):
+    """``levels`` (issue 29's difficulty lever) restricts training, held-out and benchmarks."""
+    from llm_validation.corpus import generate_benchmarks, generate_corpus, write_corpus
+
+    recs = generate_corpus(400, seed=3, levels=(1, 2))
+    assert {r["level"] for r in recs} == {1, 2}
+    # gsm templates: level 3 adds "Then ... buys", level 4 "shares" (gen_gsm); never at 1-2
+    gsm = [r["instruction"] for r in recs if r["source"].endswith("gsm_templates.json")]
+    assert gsm and not any("buys" in q or "shares" in q for q in gsm)
+    assert any(" gives away " in q for q in gsm)  # level 2 is drawn
+    bench = generate_benchmarks(60, seed=4, levels=(1, 2))["gsm8k"]
+    assert not any("buys" in r["question"] or "shares" in r["question"] for r in bench)
+    assert any("shares" in r["question"] for r in generate_benchmarks(60, seed=4)["gsm8k"])
+    paths = write_corpus(tmp_path, n_train=60, n_test=4, n_heldout=30, levels=(3,))
+    for key in ("train", "heldout"):
+        assert {r["level"] for r in json.loads(paths[key].read_text())} == {3}
+    for bad in [(), (0, 1), (1, 1), (5,), (True,)]:
+        with pytest.raises(ValueError, match="`levels` must be distinct difficulty levels"):
+            generate_corpus(5, levels=bad)

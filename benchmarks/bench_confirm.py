@@ -1,0 +1,155 @@
+"""Measured per-run cost of the confirmation experiment and the estimated time of its full runs.
+
+The confirmation (``python -m llm_validation confirm``) runs in three phases, each a pool of
+``workers`` single-threaded processes: (1) pre-training of the from-scratch target and proxy,
+(2) one proxy trajectory run per seed, (3) one fine-tuning + evaluation run per (variant, seed)
+plus the pretrained model's evaluation. This script reads the CPU seconds of every job of a
+finished run (``results.nc``: ``job_cpu_seconds``, ``run_cpu_seconds``, ``train_steps``),
+models a fine-tuning run's cost as ``a + b * steps`` (fitted to the measured runs: FT+UP and
+``ft_matched`` take more steps than FT), and schedules the jobs of a full run on ``workers``
+idle cores (longest job first, phase after phase) to estimate its wall time. CPU seconds are
+the process's own (``time.process_time``), so a measurement on a loaded machine still gives the
+idle-core cost (approximately: shared caches slow it somewhat).
+
+    python benchmarks/bench_confirm.py --results results/llm/confirm_cpu
+    python benchmarks/bench_confirm.py --measure results/bench_confirm   # runs seed 0 first
+
+``--measure DIR`` first runs the scale with one seed and the variants ``ft, ft_matched, ft_up``
+into DIR (resumable), then reports from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import heapq
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's packages
+
+
+def lpt_makespan(costs: list[float], workers: int) -> float:
+    """Wall time of ``costs`` on ``workers`` (longest job first to the least loaded worker).
+
+    Examples:
+        >>> lpt_makespan([3, 3, 2, 2, 2], 2)
+        7.0
+    """
+    loads = [0.0] * max(1, workers)
+    for c in sorted(costs, reverse=True):
+        heapq.heapreplace(loads, loads[0] + c)
+    return float(max(loads))
+
+
+def _steps_of(variant: str, ft_steps: float, up_steps: float) -> float:
+    from llm_validation.confirm import VARIANTS
+
+    v = VARIANTS[variant]
+    return ft_steps if v.setting == "ft" and v.match_steps is None else up_steps
+
+
+def estimate(ds, variants, seeds: int, workers: int) -> dict:
+    """Estimated wall seconds per phase of a run of ``variants`` x ``seeds`` on ``workers``."""
+    import numpy as np
+
+    from llm_validation.confirm import VARIANTS
+
+    job = json.loads(ds.attrs["job_cpu_seconds"])
+    steps = ds["train_steps"].values.ravel()
+    cost = ds["run_cpu_seconds"].values.ravel()
+    ok = np.isfinite(steps) & np.isfinite(cost)
+    if len(set(steps[ok])) >= 2:
+        b, a = np.polyfit(steps[ok], cost[ok], 1)
+    else:  # one step count measured: cost proportional to steps
+        a, b = 0.0, float(np.mean(cost[ok] / steps[ok]))
+    ft_steps = float(np.nanmean(ds["train_steps"].sel(variant="ft").values))
+    up = [v for v in ds["variant"].values if _steps_of(str(v), 0, 1) == 1]
+    up_steps = float(np.nanmean(ds["train_steps"].sel(variant=up).values)) if up else ft_steps
+    pre = [job.get("pretrain_target", 0.0), job.get("pretrain_proxy", 0.0)]
+    proxy = float(np.nanmean(job.get("proxy", [np.nan])))
+    ratio = (pre[0] / pre[1]) if pre[1] else 1.0  # proxy = target costs the target's per token
+    kinds = {VARIANTS[v].proxy for v in variants if VARIANTS[v].setting != "ft"}
+    kinds |= {"small"} if any(VARIANTS[v].match_steps for v in variants) else set()
+    proxies = [proxy * (ratio if k == "target" else 1.0) for k in kinds for _ in range(seeds)]
+    runs = []
+    for v in variants:
+        c = a + b * _steps_of(v, ft_steps, up_steps)
+        if VARIANTS[v].optimizer == "fsam":  # two gradients per step: the training part twice
+            c += b * _steps_of(v, ft_steps, up_steps)
+        runs += [c] * seeds
+    runs.append(job.get("pt_eval", 0.0))
+    phases = {
+        "pretrain": lpt_makespan(pre, min(workers, 2)),
+        "proxies": lpt_makespan(proxies, workers) if proxies else 0.0,
+        "finetune": lpt_makespan(runs, workers),
+    }
+    return {
+        "fit": (float(a), float(b)),
+        "ft_steps": ft_steps,
+        "up_steps": up_steps,
+        "phases": phases,
+        "total": sum(phases.values()),
+        "cpu_total": sum(pre) + sum(proxies) + sum(runs),
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--results", default=None, help="a finished confirmation run's folder")
+    p.add_argument(
+        "--measure", default=None, metavar="DIR",
+        help="first run one seed (ft, ft_matched, ft_up) of --scale into DIR",
+    )  # fmt: skip
+    p.add_argument("--scale", default="cpu", help="the scale to estimate (default cpu)")
+    p.add_argument("--workers", type=int, default=2, help="idle cores (default 2)")
+    args = p.parse_args(argv)
+    from llm_validation.confirm import SCALES, VARIANTS
+
+    if args.scale not in SCALES:
+        p.error(f"--scale must be one of {', '.join(SCALES)}; got {args.scale!r}")
+    if (args.results is None) == (args.measure is None):
+        p.error("give exactly one of --results DIR and --measure DIR")
+    if args.workers < 1:
+        p.error(f"--workers must be >= 1; got {args.workers}")
+    cfg = SCALES[args.scale]
+    folder = Path(args.results or args.measure)
+    if args.measure:
+        from llm_validation.confirm import run_confirmation
+
+        one = dataclasses.replace(cfg, seeds=(0,), variants=("ft", "ft_matched", "ft_up"),
+                                  workers=args.workers)  # fmt: skip
+        run_confirmation(one, folder, quiet=True)
+    if not (folder / "results.nc").exists():
+        p.error(f"--results: no results.nc in {folder}")
+    from sims.io import read_netcdf
+
+    ds = read_netcdf(folder / "results.nc")
+    job = json.loads(ds.attrs.get("job_cpu_seconds", "{}"))
+    if not job or "run_cpu_seconds" not in ds:
+        p.error(f"--results: {folder} was written before per-job costs were recorded; rerun it")
+    print(f"measured in {folder} (scale {ds.attrs.get('scale')}; CPU seconds, one thread each)")
+    for k, v in job.items():
+        vals = v if isinstance(v, list) else [v]
+        print(f"  {k:16s} " + ", ".join(f"{x:.0f}" for x in vals))
+    for v in ds["variant"].values:
+        c = ds["run_cpu_seconds"].sel(variant=v).values
+        s = ds["train_steps"].sel(variant=v).values
+        runs = [f"{x:.0f} s ({int(n) if math.isfinite(n) else '?'} steps)"
+                for x, n in zip(c, s, strict=True)]  # fmt: skip
+        print(f"  run {str(v):12s} " + ", ".join(runs))
+    for label, variants in (("default", cfg.variants), ("--variants all", tuple(VARIANTS))):
+        e = estimate(ds, variants, len(cfg.seeds), args.workers)
+        ph = ", ".join(f"{k} {v / 60:.1f}" for k, v in e["phases"].items())
+        print(f"estimate, {label} ({len(variants)} variants x {len(cfg.seeds)} seeds) on "
+              f"{args.workers} idle cores: {e['total'] / 60:.0f} min ({ph} min; "
+              f"{e['cpu_total'] / 60:.0f} CPU-min; run cost {e['fit'][0]:.0f} s + "
+              f"{e['fit'][1]:.2f} s/step, FT {e['ft_steps']:.0f} / FT+UP {e['up_steps']:.0f} "
+              f"steps; an estimate, not a timing)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
