@@ -66,6 +66,11 @@ class Row:
     parts: tuple = ()
 
     @property
+    def generality_class(self) -> str:
+        """The kind of generality (symbolic in all sizes, reduction, fixed sizes, sampled, ...)."""
+        return self.generality.split(":")[0] if self.generality else "—"
+
+    @property
     def residual_cell(self) -> str:
         """The residual as shown in the table: both residuals for an erratum."""
         if self.erratum and self.printed_residual:
@@ -178,11 +183,11 @@ def _check_companions(rows: list[Row]) -> list[Row]:
 
 #: Column headers and widths of the plain-text table (cells wrap onto more lines).
 _COLUMNS = (("claim", 38), ("paper reference", 26), ("verdict", 28), ("residual", 22),
-            ("method", 16), ("generality (as proved)", 34), ("s", 6))  # fmt: skip
+            ("sizes", 26), ("method", 16), ("generality", 22), ("s", 6))  # fmt: skip
 
 
 def format_table(rows: Sequence[Row]) -> str:
-    """Plain-text verdict table: claim, reference, verdict, residual, method, generality, seconds.
+    """Plain-text table: claim, reference, verdict, residual, sizes, method, generality, seconds.
 
     Long cells wrap onto further lines, so no verdict, size or residual is cut off; an erratum
     row shows the printed and the corrected residual.
@@ -200,8 +205,8 @@ def format_table(rows: Sequence[Row]) -> str:
     out = block([h for h, _ in _COLUMNS])
     out.append("  ".join("-" * w for w in widths))
     for r in rows:
-        out += block([r.name, r.reference, r.verdict, r.residual_cell, r.method or "—",
-                      r.generality or r.sizes or "—", f"{r.seconds:.2f}"])  # fmt: skip
+        out += block([r.name, r.reference, r.verdict, r.residual_cell, r.sizes or "—",
+                      r.method or "—", r.generality_class, f"{r.seconds:.2f}"])  # fmt: skip
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
@@ -218,11 +223,11 @@ def _md(text: str) -> str:
 def to_markdown(rows: Sequence[Row]) -> str:
     """Markdown report: verdict table, errata (corrected statement + evidence), details."""
     lines = ["# Theory checks: verdicts", "",
-             "| claim | paper reference | verdict | residual | method | generality | s |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| claim | paper reference | verdict | residual | sizes | method | generality | s |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         lines.append(f"| `{r.name}` | {_md(r.reference)} | {r.verdict} | {_md(r.residual_cell)} "
-                     f"| {r.method or '—'} | {_md(r.generality or r.sizes or '—')} "
+                     f"| {_md(r.sizes or '—')} | {r.method or '—'} | {_md(r.generality_class)} "
                      f"| {r.seconds:.2f} |")
     errata = [r for r in rows if r.erratum]
     refuted = [r for r in rows if r.verdict == "refuted"]
