@@ -291,3 +291,10 @@ def test_plant_perturbs_exactly_one_site():
         Plant("swap")
     with pytest.raises(ValueError, match="`bound`"):
         stated(1.0, bound="both")
+
+
+def test_the_listed_non_flipping_claims_really_do_not_flip():
+    """Each reason in NO_FLIP_REASONS names a claim the harness cannot flip (and says why)."""
+    rows = plant.plant_claims(sorted(plant.NO_FLIP_REASONS))
+    for r in rows:
+        assert r.flipped is False and r.reason == plant.NO_FLIP_REASONS[r.name], r
