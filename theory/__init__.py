@@ -14,7 +14,7 @@ from .verify import CLAIMS, CheckResult, Claim, Verdict, claim, is_zero, run_cla
 
 __all__ = ["CLAIMS", "CheckResult", "Claim", "Verdict", "claim", "is_zero", "run_claim", "load_all"]
 
-_INFRA = {"verify", "report", "__main__"}
+_INFRA = {"verify", "report", "plant", "__main__"}
 
 
 def load_all() -> dict[str, Claim]:

@@ -36,6 +36,9 @@ def _parser() -> ArgumentParser:
                         f"{display_path(DEFAULT_OUT)})")  # fmt: skip
     p.add_argument("--no-write", action="store_true", help="print the table only")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--plant", action="store_true",
+                   help="run the planted-statement harness instead (every check on a perturbed "
+                        "statement; prints how many flip; a few minutes)")  # fmt: skip
     p.add_argument(
         "--exhaustive",
         action="store_true",
@@ -77,6 +80,17 @@ def _main(argv: Sequence[str] | None) -> int:
             hint = f" Did you mean {', '.join(near)}?" if near else ""
             raise UsageError(f"unknown claim {unknown[0]!r}.{hint} `{PROG} --list` lists them.")
     set_exhaustive(args.exhaustive)
+    if args.plant:
+        from .plant import format_plants, plant_claims
+
+        try:
+            rows = plant_claims(args.claim, progress=not args.no_progress,
+                                on_row=lambda r: print(f"{r.name}: {r.coef} / {r.sign}",
+                                                       file=sys.stderr, flush=True))
+            print(format_plants(rows))
+        finally:
+            set_exhaustive(False)
+        return 0
     try:
         rows = run_claims(args.claim, progress=not args.no_progress)
     except KeyboardInterrupt as exc:

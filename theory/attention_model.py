@@ -30,7 +30,7 @@ import numpy as np
 import sympy as sp
 
 from .trace_algebra import Algebra, MatExpr
-from .verify import CheckResult, claim, exhaustive, is_zero
+from .verify import CheckResult, claim, exhaustive, is_zero, record, stated, statement
 from .wishart import symmetric_matrix, wishart_pair_moment, wishart_second_moment_closed_form
 
 __all__ = [
@@ -137,6 +137,7 @@ def cnn_prediction(heads: Sequence[Head], beta: sp.Matrix, xq: sp.Matrix,
                          for h in heads))  # fmt: skip
 
 
+@statement
 def population_loss(Sigma: sp.Matrix, N: sp.Expr, heads: Sequence[Head],
                     E2: sp.Matrix | None = None) -> sp.Expr:  # fmt: skip
     """Closed-form population loss ``tr Σ - 2 tr(Σ M Σ) + tr(M Σ Mᵀ E[Σ̂²])``.
@@ -213,6 +214,7 @@ def gradient_printed(Sigma, E2, heads, i: int) -> dict[str, sp.Matrix]:
             "q": -2 * h.v * (Sigma**2 - Sigma * M * E2) * h.k}  # fmt: skip
 
 
+@statement
 def gradient_corrected(Sigma, E2, heads, i: int) -> dict[str, sp.Matrix]:
     """Gradients (19)-(21) with eq. (21) corrected to ``Σ Mᵀ E[Σ̂²]`` (``q_i' k_i'ᵀ``)."""
     out = gradient_printed(Sigma, E2, heads, i)
@@ -366,7 +368,7 @@ def _alg_check_gradients(corrected: bool) -> dict[str, bool]:
     am = algebra_model()
     g, D = _alg_gradients(am, corrected), _alg_derivatives(am)
     return {"v": am.alg.equal(D["v"], g["v"]), "k": am.alg.equal(D["k"], am.dk.T * g["k"]),
-            "q": am.alg.equal(D["q"], am.dq.T * g["q"])}  # fmt: skip
+            "q": am.alg.equal(D["q"], am.dq.T * g["q"], expect=corrected)}  # fmt: skip
 
 
 def _alg_check_hessians(corrected: bool) -> dict[str, bool]:
@@ -376,7 +378,7 @@ def _alg_check_hessians(corrected: bool) -> dict[str, bool]:
     return {"vv": eq(D["vv"], H["vv"]), "kv": eq(D["kv"], am.dk.T * H["kv"]),
             "kk": eq(D["kk"], am.dk.T * H["kk"] * am.dk2),
             "kq": eq(D["kq"], am.dk.T * H["kq"] * am.dq),
-            "qq": eq(D["qq"], am.dq.T * H["qq"] * am.dq2),
+            "qq": eq(D["qq"], am.dq.T * H["qq"] * am.dq2, expect=corrected),
             "qv": eq(D["qv"], am.dq.T * H["qv"])}  # fmt: skip
 
 
@@ -434,7 +436,7 @@ def _lemma_3_1_at(d: int, N: int) -> tuple[bool, bool]:
     yhat, s = attn_s_prediction_from_matrices(d, N, 2)
     xs, xq, w, heads = s["xs"], s["xq"], s["w"], s["heads"]
     beta = sum(((w.T * x)[0] * x for x in xs), sp.zeros(d, 1)) / N
-    bilinear = (beta.T * kv_matrix(heads) * xq)[0]
+    bilinear = stated((beta.T * kv_matrix(heads) * xq)[0], "eq. (12): βᵀ Σ_i v_i k_i q_iᵀ x_q")
     S_hat = sum((x * x.T for x in xs), sp.zeros(d)) / N
     r1 = sp.expand(yhat - bilinear) == 0
     r2 = sp.expand(yhat - cnn_prediction(heads, beta, xq)) == 0
@@ -533,7 +535,7 @@ def check_attn_m_two_layer() -> CheckResult:
         rows.append(colvec(U).T)
     beta = sum(((w.T * x)[0] * x for x in xs), sp.zeros(d, 1)) / N
     z = colvec(beta * xq.T)
-    two_layer = (sp.Matrix(w2).T * sp.Matrix.vstack(*rows) * z)[0]
+    two_layer = stated((sp.Matrix(w2).T * sp.Matrix.vstack(*rows) * z)[0], "w₂ᵀ W₁ z")
     r = is_zero(out[d, N] - two_layer)
     # As printed, W^V X Xᵀ W^KQ W^Q X multiplies (d+1)x(d+1) by r x (d+1): defined only if r = d+1.
     try:
@@ -572,12 +574,17 @@ def check_population_loss() -> CheckResult:
                        sizes="all d, all H (trace algebra); entrywise d = 2, H = 2")  # fmt: skip
 
 
+_C1_REF = "main, App. C.1, eqs. (16)-(18) (expectation forms)"
+
+
 @claim(
     "c1_expectation_forms_16_18",
-    "main, App. C.1, eqs. (16)-(18) (expectation forms)",
+    _C1_REF,
     "τv̇_i = k_iᵀE[β(y_q−ŷ_q)x_qᵀ]q_i, τk̇_i = v_iE[β(y_q−ŷ_q)x_qᵀ]q_i, τq̇_i = "
-    "v_iE[x_q(y_q−ŷ_q)βᵀ]k_i with E[β(y_q−ŷ_q)x_qᵀ] = Σ² − E[Σ̂²]MΣ, and these equal −½ of "
-    "(19)-(21).",
+    "v_iE[x_q(y_q−ŷ_q)βᵀ]k_i with E[β(y_q−ŷ_q)x_qᵀ] = Σ² − E[Σ̂²]MΣ (16) and its transpose "
+    "E[x_q(y_q−ŷ_q)βᵀ] = Σ² − ΣMᵀE[Σ̂²] in (18) (printed: ΣME[Σ̂²], see "
+    "c1_eq18_matrix_form_as_printed), and these equal −½ of (19)-(21).",
+    erratum=True,
 )
 def check_expectation_forms() -> CheckResult:
     """All d: the expectations in the trace algebra, and −½∇L; d = 3: Monte Carlo, 200k draws."""
@@ -587,9 +594,9 @@ def check_expectation_forms() -> CheckResult:
     err = am.w.T * am.xq - am.w.T * am.Sh * am.M * am.xq
     F = am.expect(beta * err * am.xq.T)
     Fq = am.expect(am.xq * err * beta.T)
-    r16 = a.equal(F, am.S * am.S - am.E2 * am.M * am.S)
-    r18 = a.equal(Fq, am.S * am.S - am.S * am.M.T * am.E2)
-    r18_printed = a.equal(Fq, am.S * am.S - am.S * am.M * am.E2)
+    r16 = a.equal(F, stated(am.S * am.S - am.E2 * am.M * am.S, "(16) matrix form"))
+    r18 = a.equal(Fq, stated(am.S * am.S - am.S * am.M.T * am.E2, "(18) transposed form"))
+    r18_printed = a.equal(Fq, am.S * am.S - am.S * am.M * am.E2, expect=False)
     # τẆ = −½∇L: with M = R + v k qᵀ and E = E[Σ̂²] (closed form)
     Fh, Fqh = F.subs({"M": am.head_M}), Fq.subs({"M": am.head_M})
     L = am.loss(am.E2).subs({"M": am.head_M})
@@ -601,18 +608,46 @@ def check_expectation_forms() -> CheckResult:
     N = 4
     mean, se = monte_carlo_expectation_forms(Sigma, Mn, N, seed=2)
     E2n = np.array(wishart_second_moment_closed_form(sp.Matrix(Sigma), N), dtype=float)
-    exact = Sigma @ Sigma - E2n @ Mn @ Sigma
+    exact = stated(Sigma @ Sigma - E2n @ Mn @ Sigma, "(16) at d = 3")
     z = float(np.max(np.abs(mean - exact) / se))
-    ok = r16 and r18 and all(half) and z < 5
+    ok = r16 and r18 and not r18_printed and all(half) and record("Monte Carlo within 5 s.e.",
+                                                                   z < 5)
     return CheckResult(ok, float(np.max(np.abs(mean - exact))),
                        "x_q, w, x_n independent Gaussians; M arbitrary (any H)",
                        "symbolic (all d) + monte-carlo",
-                       f"E[x_q(y_q−ŷ_q)βᵀ] = Σ² − ΣMᵀE[Σ̂²] (the transpose; the printed matrix form "
-                       f"Σ² − ΣME[Σ̂²] of (18) is matched by the algebra: {r18_printed}, see "
-                       f"gradients_16_21_as_printed); (16)-(18) = −½(19)-(21): {all(half)}; Monte "
-                       f"Carlo of E[β(y_q−ŷ_q)x_qᵀ] within {z:.2f} s.e. (non-diagonal Σ, "
-                       "non-symmetric M)",
-                       sizes="all d, all H (trace algebra); MC d = 3, N = 4, 200k draws (seed 2)")
+                       f"E[x_q(y_q−ŷ_q)βᵀ] = Σ² − ΣMᵀE[Σ̂²] (the transpose of (16)); the printed "
+                       f"matrix form Σ² − ΣME[Σ̂²] of (18) is matched by the algebra: "
+                       f"{r18_printed} (its own row: c1_eq18_matrix_form_as_printed); "
+                       f"(16)-(18) = −½(19)-(21): {all(half)}; Monte Carlo of "
+                       f"E[β(y_q−ŷ_q)x_qᵀ] within {z:.2f} s.e. (non-diagonal Σ, non-symmetric M)",
+                       sizes="all d, all H (trace algebra); MC d = 3, N = 4, 200k draws (seed 2)",
+                       printed_residual="Σ² − ΣME[Σ̂²] ≠ E[x_q(y_q−ŷ_q)βᵀ] (trace algebra)")
+
+
+@claim(
+    "c1_eq18_matrix_form_as_printed",
+    _C1_REF.replace("eqs. (16)-(18)", "eq. (18)"),
+    "E[x_q(y_q−ŷ_q)βᵀ] = Σ² − ΣME[Σ̂²] (the matrix form printed in (18)).",
+    sizes="all d, all H (trace algebra)", failure="typo",
+    why="M for Mᵀ in the printed matrix form of (18): it must be the transpose of (16)'s "
+        "Σ² − E[Σ̂²]MΣ, as the paper's own (16) and the expectation give.",
+    corrected_by="c1_expectation_forms_16_18",
+)
+def check_eq18_printed() -> CheckResult:
+    """The printed matrix form of (18) against the expectation, in the trace algebra (all d)."""
+    am = algebra_model()
+    beta = am.Sh * am.w
+    err = am.w.T * am.xq - am.w.T * am.Sh * am.M * am.xq
+    Fq = am.expect(am.xq * err * beta.T)
+    res = am.alg.residual(Fq, stated(am.S * am.S - am.S * am.M * am.E2, "(18) as printed"))
+    ok = record("(18) as printed equals the expectation", not res)
+    return CheckResult(ok, sp.Integer(0) if ok else str(res),
+                       "x_q, w, x_n independent Gaussians; M arbitrary (any H); trace algebra",
+                       "symbolic (all d)",
+                       "printed minus derived is nonzero for non-symmetric M (the two agree "
+                       "when M = Mᵀ, e.g. under the ansatz k_i = q_i); the transposed form "
+                       "Σ² − ΣMᵀE[Σ̂²] is verified in c1_expectation_forms_16_18",
+                       sizes="all d, all H (trace algebra)")
 
 
 def check_gradients(grad_fn=gradient_corrected, d: int = 2) -> CheckResult:
@@ -641,7 +676,10 @@ def _first_nonzero(mats) -> sp.Expr:
     "main, App. C.1, eqs. (16)-(21)",
     "∇_v L = -2kᵀ(Σ² - E[Σ̂²]MΣ)q, ∇_k L = -2v(Σ² - E[Σ̂²]MΣ)q, "
     "∇_q L = -2v(Σ² - Σ M E[Σ̂²])k with M = Σ v k qᵀ (as printed in (18), (21)).",
-)
+       failure="typo",
+       why="k and q swapped in eq. (21) (M for Mᵀ = Σ v q kᵀ); eqs. (19)-(20) and the proof's own"
+           " index algebra give the correct form, and the two agree under the ansatz k = q.",
+       corrected_by="gradients_16_21_corrected")
 def check_gradients_printed() -> CheckResult:
     """Eqs. (19)-(21) as printed, against symbolic differentiation of L (generic k ≠ q)."""
     r = check_gradients(gradient_printed)
@@ -663,9 +701,9 @@ def check_gradients_corrected() -> CheckResult:
     per = _alg_check_gradients(corrected=True)
     per_printed = _alg_check_gradients(corrected=False)
     dims = _explicit_dims()
-    rs = [check_gradients(gradient_corrected, d) for d in dims]
+    rs = [check_gradients(stated(gradient_corrected, "(19)-(21), corrected"), d) for d in dims]
     printed = check_gradients(gradient_printed)
-    ok = all(per.values()) and all(r.holds for r in rs)
+    ok = all(per.values()) and not per_printed["q"] and all(r.holds for r in rs)
     bad = next((r for r in rs if not r.holds), None)
     return CheckResult(ok, bad.residual if bad else (0 if ok else str(per)),
                        "any symmetric E[Σ̂²]; the other heads enter through an arbitrary matrix R",
@@ -718,7 +756,9 @@ def check_hessian_blocks(corrected: bool, blocks: Sequence[str] | None = None,
     "main, App. C.1 (Hessian blocks)",
     "H_vv = 2kᵀE[Σ̂²]k qᵀΣq, H_kv, H_kk = 2v²qᵀΣq E[Σ̂²], H_kq, H_qq = 2v² Σ k kᵀ E[Σ̂²], H_qv "
     "as printed.",
-)
+       failure="substantive",
+       why="the printed H_qq = 2v²Σkkᵀ E[Σ̂²] has a different structure from the derived "
+           "2v²(kᵀE[Σ̂²]k)Σ (not a transpose or factor; they differ even at the ansatz).")
 def check_hessian_printed() -> CheckResult:
     """All six printed blocks against symbolic differentiation (H_qq is expected to fail)."""
     r = check_hessian_blocks(corrected=False)
@@ -737,9 +777,11 @@ def check_hessian_corrected() -> CheckResult:
     per = _alg_check_hessians(corrected=True)
     per_printed = _alg_check_hessians(corrected=False)
     dims = _explicit_dims()
-    rs = [check_hessian_blocks(corrected=True, d=d) for d in dims]
+    rs = [check_hessian_blocks(corrected=True, d=d,
+                               printed_fn=stated(hessian_blocks_printed, "C.1 blocks, corrected"))
+          for d in dims]  # fmt: skip
     p = check_hessian_blocks(corrected=False, blocks=["qq"])
-    ok = all(per.values()) and all(r.holds for r in rs)
+    ok = all(per.values()) and not per_printed["qq"] and all(r.holds for r in rs)
     bad = next((r for r in rs if not r.holds), None)
     return CheckResult(ok, bad.residual if bad else (0 if ok else str(per)),
                        "any symmetric E[Σ̂²]; other heads through an arbitrary R",

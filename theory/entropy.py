@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import mpmath as mp
 import sympy as sp
 
-from .verify import CheckResult, claim, is_zero
+from .verify import CheckResult, claim, is_zero, record, stated, statement
 
 __all__ = [
     "I1",
@@ -37,11 +37,13 @@ __all__ = [
 _u, _eps, _rh, _v = sp.symbols("u epsilon rho_hat v", positive=True)
 
 
+@statement
 def I1(u, eps):
     """App. C.4: ``I₁(u) = ∫_ε^u v⁻² dv = 1/ε − 1/u``."""
     return 1 / eps - 1 / u
 
 
+@statement
 def I2(u, eps, rho_hat, log=sp.log):
     """App. C.4: ``I₂(u) = ∫_ε^u dv/(v² − ρ̂v) = (1/ρ̂) ln(ε(u − ρ̂)/(u(ε − ρ̂)))`` (needs ε > ρ̂)."""
     return log(eps * (u - rho_hat) / (u * (eps - rho_hat))) / rho_hat
@@ -120,6 +122,7 @@ def majorizes(x: Sequence, y: Sequence, tol: float = 1e-12) -> bool:
     return True
 
 
+@statement
 def renormalized_reweighting(A: Sequence, w: Sequence) -> list:
     """Lemma C.2: ``B_i = A_i w_i / Σ_j A_j w_j``."""
     if len(A) != len(w) or not A:
@@ -278,7 +281,9 @@ def check_lemma_c2_claim() -> CheckResult:
     r = is_zero(sp.Matrix(ids).subs(A[n - 1], 1 - sum(A[: n - 1])))  # A is a probability vector
     rn = check_lemma_c2()
     control = check_lemma_c2(weight_order="decreasing")
-    ok = ok_all_n and r.holds and rn.holds
+    ok = (record("proof identities, every n", ok_all_n) and r.holds
+          and record("random instances satisfy the lemma", rn.holds)
+          and record("the control (decreasing w) violates it", not control.holds))  # fmt: skip
     return CheckResult(ok, rn.residual, rn.conditions + "; proof identities for every n",
                        "symbolic (all n) + numeric",
                        f"{rn.detail}; the proof's two identities hold for every n (induction step "
@@ -300,7 +305,8 @@ def check_lemma_c4() -> CheckResult:
     xi, xj = sp.symbols("x_i x_j", positive=True)
     Hsym = -(xi * sp.log(xi) + xj * sp.log(xj))
     so = sp.simplify((xi - xj) * (sp.diff(Hsym, xi) - sp.diff(Hsym, xj)))
-    r_so = is_zero(so + (xi - xj) * (sp.log(xi) - sp.log(xj)))  # = −(x_i − x_j)(ln x_i − ln x_j)
+    r_so = is_zero(so + stated((xi - xj) * (sp.log(xi) - sp.log(xj)),
+                               "Schur–Ostrowski: −(x_i − x_j)(ln x_i − ln x_j)"))
     mp.mp.dps = 30
     rng = random.Random(4)
     fails, tried = 0, 0
@@ -363,7 +369,7 @@ def check_theorem_44() -> CheckResult:
     worst, worst_exact = mp.inf, mp.inf
     for lams, c, eps, rho in _random_instances(300, seed=7):
         tg, ts = learning_times(lams, c, eps, rho)
-        worst = min(worst, entropy(ts) - entropy(tg))
+        worst = min(worst, stated(entropy(ts) - entropy(tg), "entropy gap SAM − GD"))
         tg, te = learning_times(lams, c, eps, rho, flow="exact")
         worst_exact = min(worst_exact, entropy(te) - entropy(tg))
     ok = worst > 0
@@ -391,7 +397,7 @@ def check_condition_role() -> CheckResult:
     worst = mp.inf
     for lams, c, eps, rho_ in _random_instances(150, seed=11, rho_mode="between"):
         tg, ts = learning_times(lams, c, eps, rho_)
-        worst = min(worst, entropy(ts) - entropy(tg))
+        worst = min(worst, stated(entropy(ts) - entropy(tg), "entropy gap SAM − GD"))
     ok = lim == sp.oo and worst > 0
     return CheckResult(ok, float(worst), "150 random settings with min ε_i < ρ̂ < "
                                          "ε", "symbolic+numeric",

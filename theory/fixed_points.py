@@ -29,7 +29,7 @@ from .attention_model import (
     make_heads,
     population_loss,
 )
-from .verify import CheckResult, claim, exhaustive, is_zero
+from .verify import CheckResult, claim, exhaustive, is_zero, stated, statement
 from .wishart import wishart_eigenvalue, wishart_second_moment_closed_form
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
 N_SYM = sp.Symbol("N", positive=True)
 
 
+@statement
 def learned_value(lam: sp.Expr, trace: sp.Expr, N: sp.Expr) -> sp.Expr:
     """Eq. (3): ``v_i = (λ_i + (λ_i + tr Σ)/N)^{-1/3}``."""
     return (lam + (lam + trace) / N) ** sp.Rational(-1, 3)
@@ -184,6 +185,7 @@ def saddle_loss(model: AnsatzModel, learned: Sequence[int]) -> sp.Expr:
     return model.loss_at(model.ansatz(learned))
 
 
+@statement
 def saddle_loss_paper_form(lam: Sequence[sp.Expr], learned: Sequence[int], N: sp.Expr) -> sp.Expr:
     """``L(M_S) = tr Σ - Σ_{j∈S} λ_j / (1 + (1 + tr Σ/λ_j)/N)`` (Zhang et al. 2025 saddles)."""
     tr = sum(lam)
@@ -392,7 +394,9 @@ def _complete_solve_d2():
     "a2_attn_s_fixed_points_complete_as_printed",
     "main, App. A.2 (the 2^d manifolds, conditions (1)-(3))",
     "The fixed points of GD on ATTN_S are the 2^d manifolds M(S_m) given by conditions (1)-(3).",
-)
+       failure="substantive",
+       why="the list of fixed points is incomplete: an explicit gradient-zero point lies outside "
+           "all 2^d manifolds.")
 def check_fixed_points_complete_printed() -> CheckResult:
     """Counterexample: a v = 0 head with k = e₂, q = e₃ is at rest but violates (3)."""
     m = ansatz_model(3, 2)
@@ -460,7 +464,7 @@ def check_attn_s_conservation() -> CheckResult:
     # directional derivative along the head's own direction: D_k L[k] = kᵀ∇_k L
     Lk_self = D["k"].subs({"dk": am.k})
     Lq_self = D["q"].subs({"dq": am.q})
-    vLv = D["v"] * am.v
+    vLv = stated(D["v"] * am.v, "v ∂_v L (= kᵀ∂_kL = qᵀ∂_qL)")
     ok = am.alg.equal(vLv, Lk_self) and am.alg.equal(Lk_self, Lq_self)
     from .attn_numeric import AttnS
 
@@ -582,7 +586,8 @@ def check_footnote4() -> CheckResult:
     c = sp.Symbol("c", positive=True)
     g_neg = -coordinate_gradient(_LAM, -c, c, -c) / 2  # τ(v̇, k̇, q̇)
     g_pos = -coordinate_gradient(_LAM, c, c, c) / 2
-    ok_sym = sp.expand(g_neg - sp.Matrix([-g_pos[0], g_pos[1], -g_pos[2]])) == sp.zeros(3, 1)
+    ok_sym = sp.expand(g_neg - stated(sp.Matrix([-g_pos[0], g_pos[1], -g_pos[2]]),
+                                      "T-image (v, k, q) → (−v, k, −q)")) == sp.zeros(3, 1)
     # (2) GD from balanced random inits: measure alignment when e₁ is half learned
     from .attn_numeric import AttnS
 
@@ -662,7 +667,8 @@ def check_learning_order() -> CheckResult:
         times = [e[0] if len(e) else np.inf for e in sol.t_events[:3]]
         orders.append(tuple(int(i) + 1 for i in np.argsort(times)))
         gaps.append(times)
-    in_order = sum(o == (1, 2, 3) for o in orders)
+    claimed = stated((1, 2, 3), "learning order: largest λ first")
+    in_order = sum(o == tuple(claimed) for o in orders)
     med = np.median(np.array(gaps), axis=0)
     ok = bool(ok_gd and ok_sam and in_order == n)
     return CheckResult(ok, n - in_order, "Σ = diag(1, 0.55, 0.3), N = 20; balanced init 0.1, "

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from .verify import CheckResult, claim, is_zero
+from .verify import CheckResult, claim, is_zero, printed_form, stated, statement
 
 __all__ = [
     "tensor_loss",
@@ -54,6 +54,7 @@ def _fro(A: sp.Matrix, B: sp.Matrix) -> sp.Expr:
     return sum(A[i] * B[i] for i in range(len(A)))
 
 
+@statement
 def tensor_loss(V, s, Vs, m, ss, *, bilinear: bool = True) -> sp.Expr:
     """``1/2 ||G - P||^2`` with ``G = sum_a m_a Vs_a (x) ss_a``, ``P = sum_k V_k (x) s_k``.
 
@@ -156,7 +157,7 @@ def check_prop1_monte_carlo(n: int = 200_000, seed: int = 0) -> CheckResult:
     S = np.exp(q) / np.exp(q).sum(1, keepdims=True)
     G = np.einsum("a,aij,ap->ijp", ms, Vs, Ss)
     P = np.einsum("kij,kp->ijp", V, S)
-    exact = 0.5 * ((G - P) ** 2).sum() + 0.5 * d * sigma**2
+    exact = stated(0.5 * ((G - P) ** 2).sum() + 0.5 * d * sigma**2, "½||G − P||² + ½E||ξ||²")
     X = rng.standard_normal((n, d, T))
     W = np.einsum("kij,kp->ijp", V, S) - G  # (d, d, T): y_theta - y* = sum_p W[:, :, p] x_p
     r = np.einsum("ijp,njp->ni", W, X) - sigma * rng.standard_normal((n, d))
@@ -183,8 +184,10 @@ def check_single_sum_erratum() -> CheckResult:
     m = (sp.Symbol("m0", positive=True),)
     pop = population_loss(V, s, Vs, m, ss, d, T)
     good = is_zero(sp.expand(pop - tensor_loss(V, s, Vs, m, ss)), simplify=False)
-    bad = is_zero(sp.expand(pop - tensor_loss(V, s, Vs, m, ss, bilinear=False)), simplify=False)
-    return CheckResult(good.holds and not bad.holds, good.residual, "arbitrary V, s, V*, s*, m",
+    with printed_form("single-sum norm as printed") as pf:
+        bad = is_zero(sp.expand(pop - tensor_loss(V, s, Vs, m, ss, bilinear=False)),
+                      simplify=False)
+    return CheckResult(good.holds and pf.fails, good.residual, "arbitrary V, s, V*, s*, m",
                        "symbolic",
                        "Corrected: <M,N> = sum_{k,l} <B_k,B'_l><v_k,v'_l> (the single sum drops "
                        "cross terms between heads).", sizes="d = T = 2, H = 2, h = 1",
@@ -211,9 +214,9 @@ def check_prop1_gradients() -> CheckResult:
     L = tensor_loss(V, s, Vs, m, ss)
     residuals = []
     for i in range(H):
-        gV = sum((V[j] * (s[i].T * s[j])[0] for j in range(H)), sp.zeros(d, d)) - sum(
+        gV = stated(sum((V[j] * (s[i].T * s[j])[0] for j in range(H)), sp.zeros(d, d)) - sum(
             (m[j] * (s[i].T * ss[j])[0] * Vs[j] for j in range(h)), sp.zeros(d, d)
-        )
+        ), "∇_V of Prop. 1")
         Pi = sp.diag(*s[i]) - s[i] * s[i].T
         gq = Pi * (
             sum((_fro(V[i], V[j]) * s[j] for j in range(H)), sp.zeros(T, 1))
@@ -243,7 +246,8 @@ def check_lemma1(n: int = 20_000, seed: int = 0) -> CheckResult:
     v = sp.symbols("v0:3", real=True)
     sv = sum(a * b for a, b in zip(s, v, strict=True))
     Pv = [s[i] * (v[i] - sv) for i in range(T)]
-    ident = is_zero(sp.expand(Pv[0] - Pv[1] - ((s[0] - s[1]) * (v[0] - sv) + s[1] * (v[0] - v[1]))))
+    ident = is_zero(sp.expand(Pv[0] - Pv[1] - stated((s[0] - s[1]) * (v[0] - sv)
+                                                     + s[1] * (v[0] - v[1]), "Lemma 1 identity")))
     rng = np.random.default_rng(seed)
     worst = np.inf
     for _ in range(n // 100):
@@ -293,7 +297,7 @@ def check_phi_nondecreasing() -> CheckResult:
     dphi = sum(sp.diff(phi, c[a]) * dc[a] for a in range(2)) + sum(
         sp.diff(phi, q[p]) * dq[p] for p in range(2)
     )
-    claimed = sum(x**2 for x in dc) + sum(x**2 for x in Pi_g)
+    claimed = stated(sum(x**2 for x in dc) + sum(x**2 for x in Pi_g), "dφ/dt = |V̇|² + |Πg|²")
     r = _numeric_zero([dphi - claimed], n_points=6)
     from sims.markov.tensor_dynamics import FlowConfig, solve_symmetric
 
@@ -322,7 +326,7 @@ def check_theorem1_fixed_point() -> CheckResult:
     """Stationarity of Eq. (10) exactly; convergence numerically from random Eq. (6) inits."""
     H, m1, m2 = sp.symbols("H m1 m2", positive=True)
     # reduced symmetric system at s = e_1 (Pi(s) = 0), c = (m1/H, 0)
-    c = [m1 / H, 0]
+    c = [stated(m1 / H, "V = (m_1/H) V_1*"), 0]
     s = [1, 0]
     dc = [m1 * s[0] - H * 1 * c[0], m2 * s[1] - H * 1 * c[1]]
     stat = is_zero(sp.Matrix(dc))
@@ -336,7 +340,7 @@ def check_theorem1_fixed_point() -> CheckResult:
         s0[:3] = np.sort(s0[:3])[::-1]
         _, cc, sv, _ = solve_symmetric(cfg, s0=s0)
         target = np.zeros(cfg.h)
-        target[0] = cfg.scales[0] / cfg.H
+        target[0] = stated(cfg.scales[0] / cfg.H, "V = (m_1/H) V_1*")
         errs.append(max(np.abs(cc[-1] - target).max(), 1 - sv[-1, 0]))
     worst = max(errs)
     return CheckResult(bool(stat.holds and worst < 1e-2), worst, "V(0)=0, s(0) random with s_1 "

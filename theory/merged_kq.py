@@ -24,7 +24,7 @@ import sympy as sp
 
 from .attention_model import _expect_quadratic, colvec
 from .trace_algebra import Algebra
-from .verify import CheckResult, claim, is_zero
+from .verify import CheckResult, claim, is_zero, printed_form, record, stated, statement
 from .wishart import symmetric_matrix, wishart_pair_moment, wishart_second_moment_closed_form
 
 __all__ = [
@@ -41,16 +41,19 @@ __all__ = [
 _s, _s0, _g, _a, _r, _t, _tau = sp.symbols("s s0 gamma alpha rho t tau", positive=True)
 
 
+@statement
 def sam_ode_rhs(s, gamma, alpha, rho):
     """Thm B.2 / Lemma B.4: ``τṡ = 2s(γ - αs) + 2ραs^{3/2}``."""
     return 2 * s * (gamma - alpha * s) + 2 * rho * alpha * s ** sp.Rational(3, 2)
 
 
+@statement
 def gd_ode_rhs(s, gamma, alpha):
     """GD (Zhang et al. 2025): ``τṡ = 2s(γ - αs)``."""
     return 2 * s * (gamma - alpha * s)
 
 
+@statement
 def implicit_time_b2(s, s0, gamma, alpha, rho):
     """Thm B.2 / Lemma B.4: ``t/τ`` as a function of ``s(t)`` (implicit closed form)."""
     Delta = sp.sqrt(rho**2 + 4 * gamma / alpha)
@@ -61,18 +64,21 @@ def implicit_time_b2(s, s0, gamma, alpha, rho):
             / (alpha * Delta))  # fmt: skip
 
 
+@statement
 def logistic_solution(t, s0, gamma, alpha, tau):
     """ρ = 0 (App. B.3): ``s(t) = (γ/α)s₀e^{2γt/τ} / (γ/α + s₀(e^{2γt/τ} - 1))``."""
     E = sp.exp(2 * gamma * t / tau)
     return (gamma / alpha) * s0 * E / (gamma / alpha + s0 * (E - 1))
 
 
+@statement
 def lemma_b5_u(t, u0, gamma, alpha, rho, tau):
     """Lemma B.5 (corrected): ``u(t) = γu₀e^{γt/τ} / (γ + ραu₀(1 - e^{γt/τ}))``, ``s = u²``."""
     E = sp.exp(gamma * t / tau)
     return gamma * u0 * E / (gamma + rho * alpha * u0 * (1 - E))
 
 
+@statement
 def escape_times(s_star, s0, gamma, alpha, rho, tau):
     """Thm B.3 (proof): ``(t_GD, t_SAM, Δt)`` for the small-s ODEs, in terms of γ."""
     u, u0 = sp.sqrt(s_star), sp.sqrt(s0)
@@ -197,7 +203,8 @@ def check_b1() -> CheckResult:
     t = _two_layer_algebra()
     alg, L = t["alg"], t["L"]
     Lw2, LW1 = L.diff("w2", t["d2"]), L.diff("W1", t["dW"])
-    ok_alg = (alg.equal(Lw2, t["d2"].T * t["g2"]) and alg.equal(LW1, (t["dW"].T * t["G1"]).trace())
+    ok_alg = (alg.equal(Lw2, t["d2"].T * stated(t["g2"], "∇_{w₂}L of B.1"))
+              and alg.equal(LW1, (t["dW"].T * t["G1"]).trace())
               and alg.equal(Lw2.diff("w2", t["d2b"]),
                             t["d2"].T * (2 * t["W1"] * t["C"] * t["W1"].T) * t["d2b"])
               # vec(Δ)ᵀ(C ⊗ w₂w₂ᵀ)vec(Δ') = tr(Δᵀ w₂w₂ᵀ Δ' C) (column-wise vec)
@@ -224,7 +231,10 @@ def _vec_gradient_residual(sign: int, H: int = 2, D: int = 2) -> sp.Matrix:
     "b1_vec_gradient_as_printed",
     "main, App. B.1",
     "∇_{w₁}L = -2vec(w₂E[y zᵀ]) - vec(w₂w₂ᵀW₁E[zzᵀ]) = -2vec(w₂E[y zᵀ]) - 2(E[zzᵀ]⊗w₂w₂ᵀ)w₁.",
-)
+       failure="typo",
+       why="sign and factor of the second term (−vec(·) for +2vec(·)) in the vectorized gradient;"
+           " the matrix-form gradient of the same appendix is correct.",
+       corrected_by="b1_vec_gradient_corrected")
 def check_vec_gradient_printed() -> CheckResult:
     """The printed Kronecker form of ∇_{w₁}L (sign of the second term) against differentiation."""
     diff = _vec_gradient_residual(sign=-1)
@@ -242,7 +252,8 @@ def check_vec_gradient_printed() -> CheckResult:
 def check_vec_gradient_corrected() -> CheckResult:
     """All H, D: ∇_{W₁}L = −2w₂bᵀ + 2w₂w₂ᵀW₁C (trace algebra); vec form at (2, 2), (3, 4)."""
     t = _two_layer_algebra()
-    corrected = -2 * t["w2"] * t["b"].T + 2 * t["w2"] * t["w2"].T * t["W1"] * t["C"]
+    corrected = stated(-2 * t["w2"] * t["b"].T + 2 * t["w2"] * t["w2"].T * t["W1"] * t["C"],
+                       "∇_{W₁}L corrected")  # fmt: skip
     ok_alg = t["alg"].equal(t["L"].diff("W1", t["dW"]), (t["dW"].T * corrected).trace())
     ok_vec = all(_vec_gradient_residual(+1, H, D) == sp.zeros(H * D, 1) for H, D in
                  [(2, 2), (3, 4)])  # fmt: skip
@@ -271,7 +282,8 @@ def check_attn_m_manifolds() -> CheckResult:
     Cn = sp.Matrix([[2, sp.Rational(1, 2)], [sp.Rational(1, 2), 1]])
     w2v = sp.Matrix([sp.Rational(3, 2), -1])
     Pi = w2v * w2v.T / (w2v.T * w2v)[0]
-    W1v = w2v * (Cn.inv() * b).T / (w2v.T * w2v)[0] + (sp.eye(H) - Pi) * R
+    W1v = stated(w2v * (Cn.inv() * b).T / (w2v.T * w2v)[0], "M_*: w₂ᵀW₁ = E[y zᵀ]E[zzᵀ]⁻¹") \
+        + (sp.eye(H) - Pi) * R
     sub = {**dict(zip(w2, w2v, strict=True)), **dict(zip(list(W1), list(W1v), strict=True)),
            **{C[i, j]: Cn[i, j] for i in range(D) for j in range(D)}}  # fmt: skip
     on = sp.expand(grads.subs(sub, simultaneous=True))
@@ -292,7 +304,9 @@ def check_attn_m_manifolds() -> CheckResult:
     "a2_attn_m_fixed_points_complete_as_printed",
     "main, App. A.2 (ATTN_M: 'two manifolds of fixed points')",
     "The fixed points of GD on ATTN_M are M₀ = {w₂ = 0, W₁ = 0} and M_*.",
-)
+       failure="substantive",
+       why="'two manifolds of fixed points' misses a family (w₂ = 0, W₁E[y z] = 0, W₁ ≠ 0) with "
+           "exactly zero gradient.")
 def check_attn_m_complete_printed() -> CheckResult:
     """Counterexample: w₂ = 0 and W₁ ≠ 0 with W₁E[y z] = 0 is at rest, in neither set."""
     w2, W1, b, C, L = _two_layer(2, 3)
@@ -328,7 +342,8 @@ def check_attn_m_complete_corrected() -> CheckResult:
     # with w₂ = 0: r = b, so the gradients are (−2W₁b, 0) for every size
     g2_at0 = t["g2"].subs({"w2": alg.zero("H", "1")})
     G1_at0 = t["G1"].subs({"w2": alg.zero("H", "1")})
-    ok_alg = alg.equal(g2_at0, -2 * t["W1"] * t["b"]) and not alg.normal_form(G1_at0)
+    ok_alg = alg.equal(g2_at0, stated(-2 * t["W1"] * t["b"], "∇_{w₂}L = −2W₁E[y z] at w₂ = 0")) \
+        and not alg.normal_form(G1_at0)
     p = check_attn_m_complete_printed()
     bal = check_conservation_law_gd()
     return CheckResult(ok_alg and bal.holds, 0 if ok_alg else "mismatch",
@@ -430,7 +445,9 @@ def _gamma_from_proof(Sigma: sp.Matrix) -> sp.Expr:
     "thm_b3_gamma_statement_as_printed",
     "main, Thm B.3 (statement: τ/‖Σ‖_F, Δt ∝ 1/‖Σ‖_F²)",
     "γ = ‖E[y_q z]‖₂ equals ‖Σ‖_F for a general input covariance Σ.",
-)
+       failure="substantive",
+       why="γ = ‖Σ‖_F is wrong for non-white Σ (γ = ‖Σ²‖_F): the theorem's rate and delay change,"
+           " not a typo.")
 def check_gamma_statement() -> CheckResult:
     """Counterexample Σ = diag(2, 1): γ computed from the derived E[y_q z] vs ‖Σ‖_F."""
     Sigma = sp.diag(2, 1)
@@ -446,7 +463,10 @@ def check_gamma_statement() -> CheckResult:
     "thm_b3_gamma_proof_as_printed",
     "main, Thm B.3 proof (last line) and the remark after it",
     "γ = ‖Σ‖_F² (Zhang et al. 2025 Eq. 53).",
-)
+       failure="typo",
+       why="exponent typo: the proof's last line has ‖Σ‖_F² where its own previous step gives γ ="
+           " √d = ‖I‖_F for Σ = I.",
+       corrected_by="thm_b3_gamma_corrected")
 def check_gamma_proof() -> CheckResult:
     """γ from the proof's own steps at Σ = I_d (d = 2, 3) vs ‖Σ‖_F²; the proof also says √d."""
     rows = []
@@ -487,9 +507,10 @@ def check_gamma_corrected() -> CheckResult:
     """All d: γ² = tr(Σ⁴) (trace algebra); d = 2 general symmetric Σ from the derived moments."""
     am, Eyz_alg, _ = _z_algebra()
     S = am.S
-    ok_alg = am.alg.equal((Eyz_alg.T * Eyz_alg).trace(), (S * S * S * S).trace())
+    ok_alg = am.alg.equal((Eyz_alg.T * Eyz_alg).trace(), stated((S * S * S * S).trace(),
+                                                                "γ² = tr Σ⁴"))
     Sigma, Eyz, _ = _z_moments_general()
-    r = is_zero(sp.expand(sum(x**2 for x in Eyz) - (Sigma**4).trace()))
+    r = is_zero(sp.expand(sum(x**2 for x in Eyz) - stated((Sigma**4).trace(), "γ² = tr Σ⁴")))
     p1, p2 = check_gamma_statement(), check_gamma_proof()
     return CheckResult(r.holds and ok_alg, r.residual, "general symmetric Σ", r.method
                        + " (all d) + entrywise",
@@ -518,7 +539,7 @@ def check_conservation_reduction() -> CheckResult:
     s = (w2.T * w2)[0]
     C = al * sp.eye(2)
     gw2 = -2 * W1 * (b.T - w2.T * W1 * C).T
-    r1 = is_zero(sp.simplify(-gw2 / 2 - w2 * (gam - al * s)))
+    r1 = is_zero(sp.simplify(-gw2 / 2 - stated(w2 * (gam - al * s), "τẇ₂ = w₂(γ − αs)")))
     r0 = is_zero(w2 * w2.T - W1 * W1.T)
     Hw2 = 2 * W1 * C * W1.T
     res = []
@@ -566,7 +587,8 @@ def check_layerwise_vs_global() -> CheckResult:
     eps = sp.Matrix(sp.symbols("e1:3", real=True))
     shifted = g2.subs({w2[i]: w2[i] + eps[i] for i in range(2)}, simultaneous=True)
     r_exact = is_zero(sp.expand(shifted - g2 - g2.jacobian(list(w2)) * eps))
-    ok = r_id.holds and C_val == 1 and r_exact.holds
+    ok = r_id.holds and record("C = 1 on the manifold", C_val == stated(1, "C = 1")) \
+        and r_exact.holds
     return CheckResult(ok, 0 if ok else C_val, "E[zzᵀ] = αI for C", "symbolic",
                        f"C = {C_val} on the conservation manifold, so ρ̂ = ρ/√2. (The printed "
                        "formula has a stray factor w₂ inside ∇L(w₂ + ρ̂∇L/‖∇L‖ w₂).)",
@@ -583,7 +605,7 @@ def check_conservation_law_gd() -> CheckResult:
     """All H, D: d/dt(w₂w₂ᵀ − W₁W₁ᵀ) along τẇ = −½∇L vanishes identically (trace algebra)."""
     t = _two_layer_algebra()
     alg, w2, W1 = t["alg"], t["w2"], t["W1"]
-    F = w2 * w2.T - W1 * W1.T
+    F = w2 * w2.T - stated(W1 * W1.T, "W₁W₁ᵀ in the conserved w₂w₂ᵀ − W₁W₁ᵀ")
     v2, V1 = t["g2"] * sp.Rational(-1, 2), t["G1"] * sp.Rational(-1, 2)
     dF = F.diff("w2", v2) + F.diff("W1", V1)
     ok = not alg.normal_form(dF)
@@ -662,7 +684,8 @@ def check_conservation_under_sam() -> CheckResult:
         v2_only = -g2 / 2 + rho * (2 * W1 * C * W1.T) * (-g2 / 2) / mp.sqrt(fro2(g2))
         rate = 2 * (w2.T * v2_only)[0] - 2 * mp.fsum(W1[i, j] * (-G1[i, j] / 2)
                                                      for i in range(H) for j in range(D))
-        expected = 2 * mp.sign(gam - al * s) * rho * al * s**1.5  # the SAM boost of τṡ
+        expected = stated(2 * mp.sign(gam - al * s) * rho * al * s**1.5,
+                          "SAM boost 2 sign(γ − αs) ραs^{3/2}")  # fmt: skip
         worst_rate = max(worst_rate, abs(rate - expected))
         last_rate = rate
     ok_exact = worst_exact < mp.mpf("1e-40")
@@ -717,7 +740,7 @@ def check_alignment_eq13() -> CheckResult:
     # = −s w₂(C m − (mᵀCm) m)ᵀ: zero iff Cm ∥ m
     s = (w2.T * w2)[0]
     Cm = Cs * m
-    pred = -s * w2 * (Cm - (m.T * Cm)[0] * m).T
+    pred = stated(-s * w2 * (Cm - (m.T * Cm)[0] * m).T, "misalignment rate of (13)")
     r_form = is_zero((mis - pred).reshape(H * D, 1), domain=None)
     # non-white Σ: E[zzᵀ] = Σ ⊗ E[Σ̂²] and m = vec(Σ²)/‖Σ²‖ are not aligned
     Sig = sp.diag(2, 1)
@@ -900,7 +923,10 @@ def check_rho0() -> CheckResult:
     "main, Lemma B.5 (last line of the proof)",
     "u(t) = (γu(0)e^{γt/τ}/(γ + ραu(0)(1 − e^{γt/τ})))² solves τu̇ = u(γ + ραu).",
     sizes="counterexample: scalar ODE at random points",
-)
+       failure="typo",
+       why="the square is on u(t) where it belongs to s(t) = u(t)² (the proof's own substitution "
+           "s = u²).",
+       corrected_by="lemma_b5_corrected")
 def check_lemma_b5_printed() -> CheckResult:
     """Plug the printed u(t) (squared) into the u-ODE."""
     u0 = sp.Symbol("u0", positive=True)
@@ -933,8 +959,9 @@ def check_lemma_b5_corrected() -> CheckResult:
     rs = [is_zero(_tau * sp.diff(u, _t) - u * (_g + _r * _a * u)),
           is_zero(_tau * sp.diff(s, _t) - (2 * _g * s + 2 * _r * _a * u**3)),
           is_zero(u.subs(_t, 0) - u0)]  # fmt: skip
-    ok = all(r.holds for r in rs)
-    p = check_lemma_b5_printed()
+    with printed_form("u(t) = (…)² as printed") as pf:
+        p = check_lemma_b5_printed()
+    ok = all(r.holds for r in rs) and pf.fails
     return CheckResult(ok, next((r.residual for r in rs if not r.holds), 0),
                        "s^{3/2} = u³ for u > 0; before the blow-up time", "symbolic"
                        if all(r.method == "symbolic" for r in rs) else "numeric",
@@ -954,6 +981,9 @@ def check_small_s() -> CheckResult:
     w2 = sp.Matrix(sp.symbols(f"w2_1:{H + 1}", real=True))
     th, gam, al, rho, delta = sp.symbols("theta gamma alpha rho delta", positive=True)
     mvec = sp.Matrix([sp.cos(th), sp.sin(th)])
+    u = sp.Symbol("u", positive=True)
+    kept_sam, kept_gd = stated(2 * gam * u**2 + 2 * rho * al * u**3, "τṡ ≈ 2γs + 2ραs^{3/2}"), \
+        2 * gam * u**2
     W1 = w2 * mvec.T
     s = (w2.T * w2)[0]
     C = al * sp.eye(2)
@@ -961,11 +991,9 @@ def check_small_s() -> CheckResult:
     nrm = grad_norm_from_positive(g2, 2 * sp.sqrt(s) * (gam - al * s), {gam: al * s + delta})
     sdot_sam = sp.simplify((2 * w2.T * (sp.eye(H) + rho * 2 * W1 * C * W1.T / nrm) * (-g2 / 2))[0])
     sdot_gd = sp.simplify((2 * w2.T * (-g2 / 2))[0])
-    u = sp.Symbol("u", positive=True)
     to_u = {w2[0]: u * sp.cos(sp.Symbol("phi")), w2[1]: u * sp.sin(sp.Symbol("phi"))}
     full_sam = sp.expand(sp.simplify(sdot_sam.subs(to_u)))
     full_gd = sp.expand(sp.simplify(sdot_gd.subs(to_u)))
-    kept_sam, kept_gd = 2 * gam * u**2 + 2 * rho * al * u**3, 2 * gam * u**2
     dropped = [sp.expand(full_sam - kept_sam), sp.expand(full_gd - kept_gd)]
     ok_terms = all(x.free_symbols <= {al, u} and sp.Poly(x, u).monoms() == [(4,)]
                    for x in dropped)  # fmt: skip
@@ -1027,9 +1055,10 @@ def check_escape_times() -> CheckResult:
 def check_delta_t_series() -> CheckResult:
     """Series of the exact Δt in ρ: first-order coefficient matches, second order is nonzero."""
     ss = sp.Symbol("s_star", positive=True)
+    claimed = stated(_tau * _a * (sp.sqrt(ss) - sp.sqrt(_s0)) / _g**2, "Δt/ρ = τα(√s* − √s₀)/γ²")
     _, _, dt = escape_times(ss, _s0, _g, _a, _r, _tau)
     ser = sp.series(dt, _r, 0, 3).removeO()
-    c1 = sp.simplify(ser.coeff(_r, 1) - _tau * _a * (sp.sqrt(ss) - sp.sqrt(_s0)) / _g**2)
+    c1 = sp.simplify(ser.coeff(_r, 1) - claimed)
     c0 = sp.simplify(ser.coeff(_r, 0))
     c2 = sp.simplify(ser.coeff(_r, 2))
     ok = c0 == 0 and c1 == 0 and c2 != 0
@@ -1045,16 +1074,28 @@ def check_delta_t_series() -> CheckResult:
     sizes="scalar ODE: symbolic γ, α, ρ, s (numeric fallback at random points)",
 )
 def check_b2_equilibria() -> CheckResult:
-    """Signs around γ/α; the smooth ODE (without sign) would instead stop at √s = r₊ > √(γ/α)."""
+    """Signs on both sides of s = 0 and γ/α at every point (not at one point).
+
+    The smooth ODE (without the sign) would instead stop at √s = r₊ > √(γ/α).
+    """
     eps = sp.Symbol("eta", positive=True)
+    s_ = sp.Symbol("s_", positive=True)
 
-    def sgn_rhs(s):
-        return 2 * s * (_g - _a * s) + 2 * sp.sign(_g - _a * s) * _r * _a * s ** sp.Rational(3, 2)
+    s_star = stated(_g / _a, "stable equilibrium γ/α")
+    sgn_rhs = stated(lambda s: 2 * s * (_g - _a * s)
+                     + 2 * sp.sign(_g - _a * s) * _r * _a * s ** sp.Rational(3, 2),
+                     "τṡ of Thm B.2")  # fmt: skip
 
-    below = sp.simplify(sgn_rhs(_g / _a - eps).subs(eps, _g / (10 * _a)))
-    above_expr = sgn_rhs(_g / _a + eps)
-    above = sp.simplify(above_expr)
-    at = sp.simplify(sgn_rhs(_g / _a))
+    w = sp.Symbol("w", positive=True)
+    at0 = sp.simplify(sgn_rhs(sp.Integer(0)))
+    # both sides of each equilibrium, at every point (w > 0 symbolic), not at one point:
+    # s = γ/(α(1 + w)) sweeps (0, γ/α); s = γ/α + w sweeps (γ/α, ∞)
+    inside = sp.factor(sp.simplify(sgn_rhs(s_star / (1 + w))))
+    outside = sp.factor(sp.simplify(sgn_rhs(s_star + w)))
+    below = sp.simplify(sgn_rhs(s_star - eps).subs(eps, _g / (10 * _a)))
+    at = sp.simplify(sgn_rhs(s_star))
+    slope0 = sp.limit(sp.diff(2 * s_ * (_g - _a * s_) + 2 * _r * _a * s_ ** sp.Rational(3, 2),
+                              s_), s_, 0, "+")  # fmt: skip
     Delta = sp.sqrt(_r**2 + 4 * _g / _a)
     rp = (_r + Delta) / 2
     smooth_at_rp = sp.simplify(sam_ode_rhs(rp**2, _g, _a, _r))
@@ -1062,14 +1103,21 @@ def check_b2_equilibria() -> CheckResult:
     # finite time to reach γ/α from s₀ < γ/α: F(γ/α) is finite
     F_end = implicit_time_b2(_g / _a, _s0, _g, _a, _r)
     fin = F_end.subs({_g: 1, _a: 2, _r: sp.Rational(1, 10), _s0: sp.Rational(1, 100)})
-    ok = (at == 0 and below.is_positive and above.is_negative and smooth_at_rp == 0
-          and gap.is_positive and sp.N(fin).is_finite)  # fmt: skip
+    ok = record("s = 0 is an equilibrium", at0 == 0)
+    ok &= record("s = 0 unstable: τṡ > 0 at every s in (0, γ/α)", bool(inside.is_positive))
+    ok &= record("s = 0 unstable: slope 2γ > 0 at 0+", bool(slope0.is_positive))
+    ok &= record("s = γ/α is an equilibrium", at == 0)
+    ok &= record("γ/α attracts from above: τṡ < 0 at every s > γ/α", bool(outside.is_negative))
+    ok &= record("the smooth ODE stops at r₊² instead", smooth_at_rp == 0 and gap.is_positive)
+    ok &= record("γ/α reached in finite time", bool(sp.N(fin).is_finite))
     return CheckResult(
         bool(ok),
-        0 if ok else [at, below, above],
-        "γ, α, ρ > 0; η > 0 (η = γ/(10α) below)",
+        0 if ok else [at0, inside, outside],
+        "γ, α, ρ > 0; w > 0 (s = γ/(α(1+w)) below γ/α, s = γ/α + w above)",
         "symbolic",
-        f"rhs(γ/α − γ/(10α)) = {below} > 0, rhs(γ/α + η) < 0: {above.is_negative}; "
+        f"τṡ(0) = {at0}; τṡ at s = γ/(α(1+w)) = {inside} > 0 for every w > 0 (so s = 0 is "
+        f"unstable: every s in (0, γ/α) grows; slope at 0+ = {slope0}); τṡ at s = γ/α + w < 0 "
+        f"for every w > 0: {outside.is_negative}; e.g. rhs(γ/α − γ/(10α)) = {below}; "
         f"the smooth ODE vanishes at s = r₊² = γ/α + {sp.factor(gap)} instead; "
         f"γ/α is reached in finite time (t/τ = {sp.N(fin, 4)} for γ=1, α=2, ρ=0.1, "
         "s₀=0.01), so it is a Filippov-type (non-smooth) attracting point",

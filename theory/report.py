@@ -23,7 +23,7 @@ from pathlib import Path
 import sympy as sp
 
 from . import load_all
-from .verify import CLAIMS, CheckResult, Claim, erratum_residuals
+from .verify import CLAIMS, CheckResult, Claim, Verdict, erratum_residuals
 
 __all__ = [
     "Row",
@@ -59,6 +59,16 @@ class Row:
     sizes: str = ""
     printed_residual: str = ""
     caveat: str = ""
+    generality: str = ""
+    failure: str = ""
+    why: str = ""
+    corrected_by: str = ""
+    parts: tuple = ()
+
+    @property
+    def generality_class(self) -> str:
+        """The kind of generality (symbolic in all sizes, reduction, fixed sizes, sampled, ...)."""
+        return self.generality.split(":")[0] if self.generality else "—"
 
     @property
     def residual_cell(self) -> str:
@@ -87,7 +97,8 @@ def _fmt_residual(res, width: int = 60) -> str:
 def _row(c: Claim, result: CheckResult | None, seconds: float, error: str | None) -> Row:
     base = dict(name=c.name, reference=c.reference, statement=c.statement, seconds=seconds,
                 erratum=c.erratum, approximation=c.approximation, module=c.module,
-                sizes=c.sizes)  # fmt: skip
+                sizes=c.sizes, failure=c.failure, why=c.why,
+                corrected_by=c.corrected_by)  # fmt: skip
     if result is None:
         return Row(verdict=ERROR, residual="", method="", conditions="", detail="", error=error,
                    **base)  # fmt: skip
@@ -96,10 +107,13 @@ def _row(c: Claim, result: CheckResult | None, seconds: float, error: str | None
                    error=f"check returned {type(result).__name__}, not CheckResult", **base)
     printed, corrected = erratum_residuals(result) if c.erratum else (None, result.residual)
     base["sizes"] = result.sizes or c.sizes
+    parts = tuple(f"{p.name}: {'ok' if p.ok else 'fails'}"
+                  f"{'' if p.as_needed else ' (not as needed)'}" for p in result.parts)
     return Row(verdict=c.verdict(result).value, residual=_fmt_residual(corrected),
                method=result.method, conditions=result.conditions, detail=result.detail,
                printed_residual=("—" if printed is None else _fmt_residual(printed))
-               if c.erratum else "", caveat=result.caveat, **base)  # fmt: skip
+               if c.erratum else "", caveat=result.caveat, generality=result.generality,
+               parts=parts, **base)  # fmt: skip
 
 
 def run_claims(names: Iterable[str] | None = None, *, progress: bool = False) -> list[Row]:
@@ -139,7 +153,7 @@ def run_claims(names: Iterable[str] | None = None, *, progress: bool = False) ->
             bar.set_postfix_str(c.name, refresh=True)
             t0 = time.perf_counter()
             try:
-                result, err = c.func(), None
+                result, err = c.run(), None
             except Exception:  # noqa: BLE001 - a crashing check is itself a reported outcome
                 result, err = None, traceback.format_exc()
             rows.append(_row(c, result, time.perf_counter() - t0, err))
@@ -149,16 +163,31 @@ def run_claims(names: Iterable[str] | None = None, *, progress: bool = False) ->
         ) from None
     finally:
         bar.close()
-    return rows
+    return _check_companions(rows)
+
+
+def _check_companions(rows: list[Row]) -> list[Row]:
+    """A typo row is an erratum only while its corrected companion (when run) is verified."""
+    by_name = {r.name: r for r in rows}
+    out = []
+    for r in rows:
+        mate = by_name.get(r.corrected_by)
+        if (r.verdict == Verdict.TYPO.value and mate is not None
+                and mate.verdict not in (Verdict.ERRATUM.value, Verdict.VERIFIED.value)):
+            r = dataclasses.replace(r, verdict=Verdict.REFUTED.value,
+                                    why=f"{r.why} (but {r.corrected_by} is '{mate.verdict}', so "
+                                        "the correction is not verified)")  # fmt: skip
+        out.append(r)
+    return out
 
 
 #: Column headers and widths of the plain-text table (cells wrap onto more lines).
 _COLUMNS = (("claim", 38), ("paper reference", 26), ("verdict", 28), ("residual", 22),
-            ("sizes", 26), ("method", 16), ("s", 6))  # fmt: skip
+            ("sizes", 26), ("method", 16), ("generality", 22), ("s", 6))  # fmt: skip
 
 
 def format_table(rows: Sequence[Row]) -> str:
-    """Plain-text verdict table: claim, reference, verdict, residual, sizes, method, seconds.
+    """Plain-text table: claim, reference, verdict, residual, sizes, method, generality, seconds.
 
     Long cells wrap onto further lines, so no verdict, size or residual is cut off; an erratum
     row shows the printed and the corrected residual.
@@ -177,7 +206,7 @@ def format_table(rows: Sequence[Row]) -> str:
     out.append("  ".join("-" * w for w in widths))
     for r in rows:
         out += block([r.name, r.reference, r.verdict, r.residual_cell, r.sizes or "—",
-                      r.method or "—", f"{r.seconds:.2f}"])  # fmt: skip
+                      r.method or "—", r.generality_class, f"{r.seconds:.2f}"])  # fmt: skip
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
@@ -194,11 +223,12 @@ def _md(text: str) -> str:
 def to_markdown(rows: Sequence[Row]) -> str:
     """Markdown report: verdict table, errata (corrected statement + evidence), details."""
     lines = ["# Theory checks: verdicts", "",
-             "| claim | paper reference | verdict | residual | sizes | method | s |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| claim | paper reference | verdict | residual | sizes | method | generality | s |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         lines.append(f"| `{r.name}` | {_md(r.reference)} | {r.verdict} | {_md(r.residual_cell)} "
-                     f"| {_md(r.sizes or '—')} | {r.method or '—'} | {r.seconds:.2f} |")
+                     f"| {_md(r.sizes or '—')} | {r.method or '—'} | {_md(r.generality_class)} "
+                     f"| {r.seconds:.2f} |")
     errata = [r for r in rows if r.erratum]
     refuted = [r for r in rows if r.verdict == "refuted"]
     lines += ["", "## Errata", "",
@@ -218,11 +248,20 @@ def to_markdown(rows: Sequence[Row]) -> str:
             lines.append(f"- `{r.name}` ({_md(r.reference)}): {_md(r.caveat.rstrip('.'))}. "
                          f"Residual {_md(r.residual)}.")  # fmt: skip
         lines.append("")
+    typos = [r for r in rows if r.verdict == Verdict.TYPO.value]
+    if typos:
+        lines += ["### Typos in printed formulas (errata, not refutations)", ""]
+        for r in typos:
+            lines.append(f"- `{r.name}` ({_md(r.reference)}): {_md(r.why)} Corrected form: "
+                         f"`{r.corrected_by or r.name}`. Residual {_md(r.residual)}.")
+        lines.append("")
     if refuted:
-        lines += ["### Statements refuted as printed", ""]
+        lines += ["### Statements refuted", ""]
         for r in refuted:
-            lines.append(f"- `{r.name}` ({_md(r.reference)}): {_md(r.statement)} — residual "
-                         f"{_md(r.residual)}. {_md(r.detail)}")  # fmt: skip
+            whose = "ours, not the paper's: " if r.failure == "ours" else ""
+            lines.append(f"- `{r.name}` ({_md(r.reference)}): {whose}{_md(r.why)} "
+                         f"{_md(r.statement)} — residual {_md(r.residual)}. "
+                         f"{_md(r.detail)}")  # fmt: skip
         lines.append("")
     crashed = [r for r in rows if r.verdict == ERROR]
     if crashed:
@@ -234,7 +273,8 @@ def to_markdown(rows: Sequence[Row]) -> str:
     lines += ["## Details", ""]
     for r in rows:
         lines += [f"- `{r.name}` — {_md(r.statement)} *Conditions:* {_md(r.conditions)}. "
-                  f"*Sizes:* {_md(r.sizes or '—')}. *Method:* {r.method}. {_md(r.detail)}"]
+                  f"*Sizes:* {_md(r.sizes or '—')}. *Method:* {r.method}. *Generality:* "
+                  f"{_md(r.generality or '—')}. {_md(r.detail)}"]
     return "\n".join(lines) + "\n"
 
 

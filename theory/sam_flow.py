@@ -29,7 +29,7 @@ from .fixed_points import (
     coordinate_gradient,
     reduce_learned,
 )
-from .verify import CheckResult, claim, exhaustive, is_zero
+from .verify import CheckResult, claim, exhaustive, is_zero, printed_form, statement
 from .wishart import wishart_eigenvalue
 
 __all__ = [
@@ -48,21 +48,25 @@ __all__ = [
 SQRT3 = sp.sqrt(3)
 
 
+@statement
 def gd_flow_full(lam, a, v):
     """C.2: ``τv̇ = λ²v² - λ a v⁵`` (GD under the ansatz)."""
     return lam**2 * v**2 - lam * a * v**5
 
 
+@statement
 def sam_flow_full(lam, a, v, rho):
     """C.2 (printed): ``τv̇ = λ²v² - λav⁵ + (ρ/√3)(5λav⁴ - 2λ²v)`` (first-order SAM)."""
     return gd_flow_full(lam, a, v) + rho / SQRT3 * (5 * lam * a * v**4 - 2 * lam**2 * v)
 
 
+@statement
 def sam_flow_eq9(lam, v, rho):
     """Eq. (9): ``τv̇ = λ²v² - (2ρ/√3) λ² v``."""
     return lam**2 * v**2 - 2 * rho / SQRT3 * lam**2 * v
 
 
+@statement
 def gd_flow_eq10(lam, v):
     """Eq. (10): ``τv̇ = λ²v²``."""
     return lam**2 * v**2
@@ -213,7 +217,10 @@ def check_gd_flow() -> CheckResult:
     "main, App. C.2",
     "‖∇_{w₁}L‖₂ = sqrt(‖∇_v L‖₂ + ‖∇_k L‖₂ + ‖∇_q L‖₂) = 2√3|λ₁²v₁² - λ₁a₁v₁⁵| (norms not "
     "squared).",
-)
+       failure="typo",
+       why="norms not squared under the root; the printed final value 2√3|g| is the squared-norm "
+           "one.",
+       corrected_by="c2_grad_norm_corrected")
 def check_grad_norm_printed() -> CheckResult:
     """The printed middle expression (unsquared norms, from the computed gradient) vs 2√3|g|."""
     m, v, _ = _c2()
@@ -246,8 +253,9 @@ def check_grad_norm_corrected() -> CheckResult:
     g = m.grad_at(m.ansatz([], active=1, v_active=v3))
     claimed = 2 * SQRT3 * sp.Abs(gd_flow_full(m.lam[0], m.a[0], v3))
     r = is_zero(_norm(g) - claimed)
-    printed = check_grad_norm_printed()
-    return CheckResult(r.holds and ok_red, r.residual, "any v > 0", r.method,
+    with printed_form("unsquared norms as printed") as pf:
+        printed = check_grad_norm_printed()
+    return CheckResult(r.holds and ok_red and pf.fails, r.residual, "any v > 0", r.method,
                        "printed sqrt(‖∇_v L‖₂ + ‖∇_k L‖₂ + ‖∇_q L‖₂) must read "
                        "sqrt(‖∇_v L‖₂² + ‖∇_k L‖₂² + ‖∇_q L‖₂²); all d: the active head's reduced "
                        f"gradient has ‖·‖² = 12 g²: {ok_red}, the other heads' gradients vanish "
@@ -541,7 +549,10 @@ def _smin(A) -> mp.mpf:
     "lemma41_as_printed",
     "main, Lemma 4.1",
     "If σ_min(I − P) > 0 during the flow, GD and first-order SAM share the same fixed points.",
-)
+       failure="typo",
+       why="σ_min(I − P) for σ_min(I + P): the paper's eq. (7) and its proof in App. B.2 use I + "
+           "P.",
+       corrected_by="lemma41_corrected")
 def check_lemma41_printed() -> CheckResult:
     """Counterexample on the ansatz ray: SAM fixed point v* ≈ 2ρ/√3 with ∇L ≠ 0, I − P regular."""
     mp.mp.dps = 40
@@ -602,7 +613,9 @@ def check_lemma41_corrected() -> CheckResult:
     "main, Lemma 4.1 applied to the SAM update (6) itself (exact, fixed ρ)",
     "Exact SAM (6)/(8) with the normalized perturbation has the same fixed points as GD: it "
     "introduces none on the ansatz ray.",
-)
+       failure="substantive",
+       why="exact SAM with a fixed radius has a fixed point GD lacks (v* = ρ/√3 on the ansatz "
+           "ray): the lemma does not carry over to the update the paper runs.")
 def check_lemma41_exact() -> CheckResult:
     """On the ray the exact SAM flow is g(v − ρ/√3) ⬝ d: zero at v* = ρ/√3 where ∇L ≠ 0."""
     m, v, rho = _c2()

@@ -63,7 +63,7 @@ from sims.ansatz import (
     time_entropy,
 )
 
-from .verify import CheckResult, claim
+from .verify import CheckResult, claim, record, stated
 
 __all__ = [
     "check_multihead_reduction",
@@ -241,7 +241,7 @@ def check_headwise_uniform() -> CheckResult:
     t_gd = (1 / eps - 1 / u) / lam**2
     r_int = [sp.simplify(sp.diff(t_sam, u) - 1 / (lam**2 * (u - c) ** 2)), t_sam.subs(u, eps),
              sp.simplify(sp.diff(t_gd, u) - 1 / (lam**2 * u**2)), t_gd.subs(u, eps)]
-    target = eps * u / ((eps - c) * (u - c))
+    target = stated(eps * u / ((eps - c) * (u - c)), "t_SAM/t_GD = εu/((ε − c)(u − c))")
     r = sp.simplify(t_sam / t_gd - target)
     r = r if all(x == 0 for x in r_int) else next(x for x in r_int if x != 0)
     # at Figure 1's setting (ε = 0.002, c = 1e-3/√3, u_i = 0.5^(1/3) v_i*): spread of the ratio
@@ -255,6 +255,11 @@ def check_headwise_uniform() -> CheckResult:
                        "times, hence the entropy, barely change")  # fmt: skip
 
 
+def _sign_is(expr, sign: str) -> bool:
+    f = sp.factor(sp.simplify(expr))
+    return bool(f.is_positive) if sign == "+" else bool(f.is_negative)
+
+
 @claim(
     "sam_exact_kick_region",
     "beyond the paper (exact SAM at the saddle v = 0)",
@@ -262,18 +267,36 @@ def check_headwise_uniform() -> CheckResult:
     "v < c s/2, and first-order SAM (λ²v² − 2c s λ² v) is never faster than GD there.",
     sizes="all λ, v, c, s > 0 (symbolic)",
 )
-def check_kick_region() -> CheckResult:
-    """Solve λ²(v − cs)² > λ²v² and λ²v² − 2csλ²v > λ²v² for v > 0."""
-    lam, v, c, s = sp.symbols("lam v c s", positive=True)
-    exact_gain = sp.factor(lam**2 * (v - c * s) ** 2 - lam**2 * v**2)
-    fo_gain = sp.expand(lam**2 * v**2 - 2 * c * s * lam**2 * v - lam**2 * v**2)
+def check_kick_region(exact_rate=None, first_order_rate=None) -> CheckResult:
+    """Exact SAM is faster than GD iff v < cs/2; first-order SAM never is (both sides checked).
+
+    ``exact_rate(lam, v, c, s)`` and ``first_order_rate(...)`` default to the truncated rates
+    λ²(v − cs)² and λ²v² − 2csλ²v (the statement; tests pass planted ones). The gain over GD
+    (λ²v²) must have its root at v = cs/2, be > 0 at every v = cs/(2 + w) and < 0 at every
+    v = cs/2 + w (w > 0 symbolic: both sides of the threshold), and the first-order gain must be
+    < 0 at every v > 0.
+    """
+    lam, v, c, s, w = sp.symbols("lam v c s w", positive=True)
+    exact = (exact_rate or (lambda lam, v, c, s: lam**2 * (v - c * s) ** 2))(lam, v, c, s)
+    first = (first_order_rate or (lambda lam, v, c, s: lam**2 * v**2 - 2 * c * s * lam**2 * v))(
+        lam, v, c, s)
+    gd = lam**2 * v**2
+    exact_gain = sp.factor(stated(exact, "exact SAM rate λ²(v − cs)²") - gd)
+    fo_gain = sp.factor(stated(first, "first-order rate λ²v² − 2csλ²v") - gd)
     crit = sp.solve(sp.Eq(exact_gain, 0), v)
-    ok = crit == [c * s / 2] and sp.simplify(fo_gain + 2 * c * s * lam**2 * v) == 0
+    ok = record("exact gain's only root is v = cs/2", crit == [c * s / 2])
+    ok &= record("exact SAM faster below cs/2 (v = cs/(2+w))",
+                 _sign_is(exact_gain.subs(v, c * s / (2 + w)), "+"))
+    ok &= record("exact SAM slower above cs/2 (v = cs/2 + w)",
+                 _sign_is(exact_gain.subs(v, c * s / 2 + w), "-"))
+    ok &= record("first-order SAM slower at every v > 0", _sign_is(fo_gain, "-"))
     return CheckResult(ok, sp.Integer(0) if ok else exact_gain,
                        "truncated rates, share s ∈ (0, 1], v > 0", "symbolic",
-                       f"exact − GD = {exact_gain} changes sign only at v = cs/2; first-order − "
-                       f"GD = {fo_gain} < 0. At Figure 1's ρ = 1e-3, cs/2 ≤ 2.9e-4, below the "
-                       "heads' effective starts (~1.6e-3 to 2.1e-3 calibrated from GD runs)")
+                       f"exact − GD = {exact_gain}: > 0 at every v = cs/(2+w) and < 0 at every "
+                       f"v = cs/2 + w (w > 0), root v = cs/2; first-order − GD = {fo_gain} < 0 "
+                       "for every v > 0. At Figure 1's ρ = 1e-3, cs/2 ≤ 2.9e-4, below the "
+                       "heads' effective starts (~1.6e-3 to 2.1e-3 calibrated from GD runs)",
+                       generality="symbolic in λ, v, c, s > 0, both sides of the threshold")
 
 
 @claim(
@@ -291,7 +314,7 @@ def check_background_delay() -> CheckResult:
     sig, b, v, eps, u, ch = sp.symbols("sigma b v epsilon u chat", positive=True)
     share = sig * v**2 / sp.sqrt(sig**2 * v**4 + b**2)
     integrand = ch * share / (sig * v**3)  # 1/(σv²(1 − ĉ s/v)) − 1/(σv²) to first order in ĉ
-    anti = -ch / (2 * b) * sp.asinh(b / (sig * v**2))
+    anti = stated(-ch / (2 * b) * sp.asinh(b / (sig * v**2)), "delay (ĉ/2b) asinh(b/(σv²))")
     r1 = sp.simplify(sp.diff(anti, v) - integrand)
     delay = anti.subs(v, u) - anti.subs(v, eps)
     lim0 = sp.limit(delay, b, 0)
@@ -321,8 +344,8 @@ def check_gd_time_closed_form() -> CheckResult:
     from scipy.integrate import quad
 
     z = sp.Symbol("z", positive=True)
-    F = (-1 / z - sp.log(1 - z) / 3 + sp.log(z**2 + z + 1) / 6
-         - sp.atan((2 * z + 1) / sp.sqrt(3)) / sp.sqrt(3))  # fmt: skip
+    F = stated(-1 / z - sp.log(1 - z) / 3 + sp.log(z**2 + z + 1) / 6
+               - sp.atan((2 * z + 1) / sp.sqrt(3)) / sp.sqrt(3), "F(z) of the GD time")  # fmt: skip
     r = sp.simplify(sp.diff(F, z) - 1 / (z**2 * (1 - z**3)))
     worst = 0.0
     for sigma, kappa, v0, v1 in ((4.96, 190.0, 2e-3, 0.25), (0.31, 3.3, 1e-3, 0.4),
@@ -357,7 +380,7 @@ def check_fig1() -> CheckResult:
         t = f[key]
         ratio = t / gd
         phase = np.diff(t, prepend=0.0) / np.diff(gd, prepend=0.0)
-        dh = float(time_entropy(t)) - h_gd
+        dh = stated(float(time_entropy(t)) - h_gd, "entropy change ΔH")
         lines.append(f"{key}: time ratios {np.round(ratio, 3).tolist()}, phase ratios "
                      f"{np.round(phase, 3).tolist()}, ΔH = {dh:+.4f}")  # fmt: skip
         if key.endswith("global"):
@@ -390,7 +413,7 @@ def check_bounce() -> CheckResult:
     share = G / sp.sqrt(G**2 + ge**2)
     exact = x + 2 * eta * G.subs(x, x - c * share)
     first = x + 2 * eta * (G - c * share * sp.diff(G, x))
-    mu = 1 + 2 * eta * gp * (1 - c * gp / ge)
+    mu = stated(1 + 2 * eta * gp * (1 - c * gp / ge), "multiplier μ = 1 + 2ηG'(1 − cG'/G_e)")
     r = [sp.simplify(sp.series(m, x, 0, 2).removeO().coeff(x, 1) - mu) for m in (exact, first)]
     zero = [sp.simplify(sp.series(m, x, 0, 2).removeO().coeff(x, 0)) for m in (exact, first)]
     crit = sp.simplify((mu + 1).subs(gp, -sp.Symbol("h", positive=True)))

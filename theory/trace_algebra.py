@@ -241,9 +241,15 @@ class Algebra:
             raise ValueError(f"shapes differ: {a.shape} vs {b.shape}.")
         return self.normal_form(a - b)
 
-    def equal(self, a: MatExpr, b: MatExpr) -> bool:
-        """Whether ``a = b`` is proved for every dimension (see the module docstring)."""
-        return not self.residual(a, b)
+    def equal(self, a: MatExpr, b: MatExpr, *, expect: bool = True) -> bool:
+        """Whether ``a = b`` is proved for every dimension (see the module docstring).
+
+        Inside a running claim the outcome is logged (:func:`theory.verify.record`), with
+        ``expect=False`` where the check needs the two to differ (a printed form that is wrong).
+        """
+        from .verify import record
+
+        return record("trace-algebra equal", not self.residual(a, b), expected=expect)
 
 
 def _relabel(nodes: Iterable[Node], mapping: Callable[[int], int]) -> tuple[Node, ...]:

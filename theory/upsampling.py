@@ -49,7 +49,7 @@ import sympy as sp
 
 from sims.ansatz import ansatz_gd_time, boost, condition_holds, entropy_change, time_entropy
 
-from .verify import CheckResult, claim
+from .verify import CheckResult, claim, stated
 
 __all__ = [
     "target_rule_enrichment",
@@ -145,7 +145,7 @@ def check_ansatz_rates() -> CheckResult:
     at = {k1: v, k2: 0, q1: v, q2: 0}  # the ansatz on e_1
     f = sp.Matrix([1, 0, 0, 0])
     sig, kap = (f.T * bs)[0], (f.T * A * f)[0]
-    rate = sig * v**2 - kap * v**5
+    rate = stated(sig * v**2 - kap * v**5, "σ_ω v² − κ_ω v⁵")
     res = [sp.expand(-sp.diff(L, x).subs(at) / 2 - rate) for x in (v, k1, q1)]
     off = [sp.expand(-sp.diff(L, x).subs(at) / 2) for x in (k2, q2)]
     ok = all(r == 0 for r in res)
@@ -173,7 +173,7 @@ def check_boost_formula() -> CheckResult:
     x_rest = (x - pi * x_sel) / (1 - pi)  # so that π E[X|S] + (1 − π) E[X|S^c] = E[X]
     weighted = (pi * (1 + f) * x_sel + (1 - pi) * x_rest) / (pi * (1 + f) + (1 - pi))
     r_expr = sp.simplify(weighted / x)
-    res = sp.simplify(r_expr - (1 + f * pi * m) / (1 + f * pi))
+    res = sp.simplify(r_expr - stated((1 + f * pi * m) / (1 + f * pi), "r_i"))
     rng = np.random.default_rng(11)
     r_num = sp.lambdify((f, pi, m), r_expr, "numpy")
     worst = 0.0
@@ -206,7 +206,8 @@ def check_query_rule() -> CheckResult:
     res = []
     for i in range(d):
         beta_i = lam[i] * w[i]  # E[Σ̂ w]_i = λ_i w_i (Σ̂ independent of w, x_q)
-        res.append(sp.expand(gaussian_expectation(y * beta_i * x[i], w) - lam[i] * x[i] ** 2))
+        res.append(sp.expand(gaussian_expectation(y * beta_i * x[i], w)
+                             - stated(lam[i] * x[i] ** 2, "λ_i x_{q,i}²")))
     ok = all(r == 0 for r in res)
     return CheckResult(ok, next((r for r in res if r != 0), 0),
                        "Σ = diag(λ) (eigenbasis), w ~ N(0, I), E[Σ̂] = Σ, any weight ω(x_q)",
@@ -226,7 +227,8 @@ def check_target_rule() -> CheckResult:
     """Exact Gaussian moments for ω = y²; the pairing identity; a threshold rule at Fig. 1."""
     lam, num, den, base = _signal_moment(1, 3)
     tr = sum(lam)
-    res = [sp.simplify(num[i] / den / base[i] - (3 + 6 * lam[i] / tr)) for i in range(3)]
+    res = [sp.simplify(num[i] / den / base[i] - stated(3 + 6 * lam[i] / tr, "m_i = 3 + 6λ_i/trΣ"))
+           for i in range(3)]  # fmt: skip
     # pairing argument: swapping w_i, w_j changes s² by (λ_i − λ_j)(w_i² − w_j²)
     li, lj, wi, wj, rest = sp.symbols("l_i l_j w_i w_j rest", positive=True)
     s2, s2_swap = li * wi**2 + lj * wj**2 + rest, li * wj**2 + lj * wi**2 + rest
@@ -270,7 +272,7 @@ def check_entropy_condition() -> CheckResult:
                 continue  # the order changed: outside the stated condition
             n_tried[case] += 1
             pT, pt = T / T.sum(), t / t.sum()
-            dh = float(time_entropy(t) - time_entropy(T))
+            dh = stated(float(time_entropy(t) - time_entropy(T)), "entropy change H(t) − H(T)")
             if case == "up":
                 fails[case] += not (majorizes(list(pT), list(pt)) and dh >= -1e-12)
             elif case == "flat":
@@ -328,7 +330,7 @@ def check_paper_recipe() -> CheckResult:
     rows, dh = [], {}
     for name, m in enr.items():
         r = boost(m, 0.38)
-        dh[name] = float(entropy_change(T, r))
+        dh[name] = stated(float(entropy_change(T, r)), f"predicted ΔH ({name})")
         rows.append(f"{name}: m = {np.round(m, 3).tolist()}, r = {np.round(r, 3).tolist()}, "
                     f"condition {bool(condition_holds(r))}, predicted ΔH = {dh[name]:+.4f}")
     ok = (not condition_holds(boost(enr["target"], 0.38)) and dh["target"] < 0

@@ -40,6 +40,8 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import enum
 import hashlib
@@ -63,6 +65,15 @@ __all__ = [
     "erratum_residuals",
     "exhaustive",
     "set_exhaustive",
+    "Part",
+    "record",
+    "printed_form",
+    "stated",
+    "statement",
+    "Plant",
+    "planting",
+    "FAILURES",
+    "generality_of",
 ]
 
 
@@ -75,6 +86,10 @@ class Verdict(enum.StrEnum):
                               "a kept one in the claim's regime")  # fmt: skip
     ERRATUM = "printed statement refuted; corrected form verified"
     ERRATUM_UNCONFIRMED = "flagged as erratum, but the printed statement holds"
+    #: a typo in the printed formula (sign, transpose, factor, index) where the paper's own proof
+    #: or neighbouring equations use the correct form; the corrected form is verified in the row
+    #: named by ``Claim.corrected_by`` (or in the check itself)
+    TYPO = "erratum (typo in the printed formula)"
     REFUTED = "refuted"
     NOT_CHECKABLE = "not checkable"
 
@@ -94,6 +109,12 @@ class CheckResult:
         sizes: the sizes at which the verdict holds (``"all d"``, ``"d = 2, H = 2"``, ...).
         printed_residual: erratum claims only: the residual of the statement as printed.
         caveat: approximation claims only: why a dropped term is not small in the claim's regime.
+        generality: how general the verdict is, as proved (``"symbolic in all d"``,
+            ``"reduction argued by hand; machine-checked at d = 3"``, ``"fixed sizes: ..."``,
+            ``"sampled: N samples"``, ``"adversarial search: ..."``); empty = derived by
+            :func:`generality_of` from ``method`` and ``sizes``.
+        parts: every sub-comparison the check made (:class:`Part`), filled in by
+            :meth:`Claim.run`; the verdict consumes all of them.
     """
 
     holds: bool
@@ -104,9 +125,249 @@ class CheckResult:
     sizes: str = ""
     printed_residual: Any = None
     caveat: str = ""
+    generality: str = ""
+    parts: tuple = ()
 
     def __bool__(self) -> bool:  # a CheckResult can be asserted on directly
         return bool(self.holds)
+
+
+# ---------------------------------------------------------------------------------------------
+# The evidence log: every comparison a check makes reaches its verdict
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One sub-comparison of a check: what was compared, its outcome and the outcome it needs.
+
+    ``expected=False`` marks a comparison the check *needs* to fail (the printed form of an
+    erratum, the negative control of a bound): the claim holds only if it does fail.
+    """
+
+    name: str
+    ok: bool
+    expected: bool = True
+
+    @property
+    def as_needed(self) -> bool:
+        """Whether the comparison came out as the claim needs."""
+        return bool(self.ok) == bool(self.expected)
+
+
+_LOG: contextvars.ContextVar[list | None] = contextvars.ContextVar("theory_log", default=None)
+_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("theory_depth", default=0)
+_IN_PRINTED: contextvars.ContextVar[bool] = contextvars.ContextVar("theory_printed", default=False)
+_FALLBACK: contextvars.ContextVar[list | None] = contextvars.ContextVar("theory_fallback",
+                                                                      default=None)
+
+
+def record(name: str, ok: Any, *, expected: bool = True) -> bool:
+    """Log one sub-comparison of the running check and return ``bool(ok)``.
+
+    Every :func:`is_zero` call and every trace-algebra ``equal`` made while a claim runs (through
+    :meth:`Claim.run`) is logged the same way; numeric checks log their comparisons with this
+    function. :meth:`Claim.run` then holds the claim only if every logged comparison came out as
+    needed, so a comparison cannot be computed and left out of the verdict.
+
+    Examples:
+        >>> record("not inside a claim: only returns", 1 > 0)
+        True
+    """
+    ok = bool(ok)
+    log = _LOG.get()
+    if log is not None and _DEPTH.get() == 0:
+        log.append(Part(str(name), ok, bool(expected)))
+    return ok
+
+
+class PrintedForm:
+    """What :func:`printed_form` found: ``fails`` is True when a comparison inside failed."""
+
+    fails: bool | None = None
+
+
+@contextlib.contextmanager
+def printed_form(label: str = "printed form"):
+    """Run the check of a *printed* (wrong) form inside a corrected claim.
+
+    The comparisons made inside are collected apart; on exit one :class:`Part` is logged,
+    ``"<label> fails"``, that holds when at least one of them failed, so the corrected claim
+    needs its printed form to fail and says so in its verdict.
+
+    Examples:
+        >>> import sympy as sp
+        >>> with printed_form("x = x + 1") as pf:
+        ...     _ = is_zero(sp.Integer(1))
+        >>> pf.fails
+        True
+    """
+    out = PrintedForm()
+    sub: list[Part] = []
+    token, t2 = _LOG.set(sub), _IN_PRINTED.set(True)
+    try:
+        yield out
+    finally:
+        _LOG.reset(token)
+        _IN_PRINTED.reset(t2)
+    out.fails = any(not p.ok for p in sub)
+    record(f"{label} fails", out.fails)
+
+
+@contextlib.contextmanager
+def _nested():
+    """Comparisons made inside (e.g. per matrix entry) are not logged separately."""
+    token = _DEPTH.set(_DEPTH.get() + 1)
+    try:
+        yield
+    finally:
+        _DEPTH.reset(token)
+
+
+# ---------------------------------------------------------------------------------------------
+# Planted statements: the transcribed statement of a claim, perturbed on request
+# ---------------------------------------------------------------------------------------------
+
+#: What a planted error does to a statement, by the kind of statement (see :func:`stated`).
+_COEF = {"eq": sp.Rational(5, 4), "upper": sp.Rational(1, 2), "lower": sp.Integer(2)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Plant:
+    """A planted error at the ``site``-th distinct :func:`stated` label a check uses.
+
+    Every value with that label is perturbed: the statement is wrong wherever the check uses it.
+
+    ``kind`` ``"coef"`` scales one coefficient (×5/4 in an identity, ×1/2 in an upper bound, ×2
+    in a lower bound); ``"sign"`` negates one term (in a bound, a term whose negation tightens
+    it, else the whole upper bound, or ×2 for a lower bound with no such term).
+    """
+
+    kind: str = "coef"
+    site: int = 0
+
+    def __post_init__(self):
+        if self.kind not in ("coef", "sign"):
+            raise ValueError(f"`kind` must be 'coef' or 'sign'; got {self.kind!r}.")
+        if not isinstance(self.site, int) or self.site < 0:
+            raise ValueError(f"`site` must be an int >= 0; got {self.site!r}.")
+
+
+_PLANT: contextvars.ContextVar[Plant | None] = contextvars.ContextVar("theory_plant", default=None)
+_SITES: contextvars.ContextVar[list | None] = contextvars.ContextVar("theory_sites", default=None)
+
+
+@contextlib.contextmanager
+def planting(plant: Plant | None):
+    """Run checks with ``plant`` applied to their stated values; yields the list of site labels."""
+    t1, t2 = _PLANT.set(plant), _SITES.set([])
+    try:
+        yield _SITES.get()
+    finally:
+        _PLANT.reset(t1)
+        _SITES.reset(t2)
+
+
+def _perturb(value: Any, kind: str, bound: str) -> Any:
+    """``value`` with one coefficient scaled (``"coef"``) or one term negated (``"sign"``)."""
+    if callable(value) and not isinstance(value, sp.Basic):
+        def planted(*args, **kwargs):
+            return _perturb(value(*args, **kwargs), kind, bound)
+
+        return planted
+    if isinstance(value, dict):
+        if not value:
+            return value
+        k0 = next(iter(value))
+        return {**value, k0: _perturb(value[k0], kind, bound)}
+    if isinstance(value, tuple | list):
+        if not value:
+            return value
+        return type(value)([_perturb(value[0], kind, bound), *value[1:]])
+    if isinstance(value, sp.MatrixBase):
+        m = value.as_mutable()
+        idx = next((k for k, e in enumerate(m) if e != 0), 0)
+        m[idx] = _perturb(m[idx], kind, bound)
+        return m if isinstance(value, sp.MutableDenseMatrix) else m.as_immutable()
+    if isinstance(value, sp.Basic):
+        terms = sp.Add.make_args(value)
+        if bound == "eq" and len(terms) > 1:  # one coefficient / one term of a sum
+            t0 = terms[0]
+            new = _COEF["eq"] * t0 if kind == "coef" else -t0
+            return value - t0 + new
+        if kind == "sign" and len(terms) > 1:  # a sign error that tightens the bound
+            want_negative = bound == "lower"  # 1 − x → 1 + x raises a lower bound
+            for t in terms:
+                if bool(t.could_extract_minus_sign()) == want_negative:
+                    return value - 2 * t
+        if kind == "sign" and bound == "lower":  # no sign error tightens it: the coefficient
+            return _COEF[bound] * value
+        return _COEF[bound] * value if kind == "coef" else -value
+    if kind == "sign" and bound == "lower" and not type(value).__module__.startswith("mpmath"):
+        return value * float(_COEF[bound])
+    factor = _COEF[bound] if kind == "coef" else sp.Integer(-1)
+    if isinstance(value, int | float | complex) or type(value).__module__.startswith("numpy"):
+        return value * float(factor)
+    if type(value).__module__.startswith("mpmath"):
+        return value * int(factor) if factor.is_integer else value * factor.p / factor.q
+    return value * factor  # other algebras (the trace algebra's MatExpr) take SymPy scalars
+
+
+def statement(func: Callable | None = None, *, bound: str = "eq"):
+    """Decorator: the function returns a statement of the paper (a :func:`stated` site per call).
+
+    Each call is labelled by the function's name. Put it outermost, above any cache.
+
+    Examples:
+        >>> @statement
+        ... def rate(v):
+        ...     return 2 * v
+        >>> rate(3)
+        6
+    """
+    import functools
+
+    def wrap(f):
+        @functools.wraps(f)
+        def inner(*args, **kwargs):
+            return stated(f(*args, **kwargs), f.__name__, bound=bound)
+
+        return inner
+
+    return wrap(func) if func is not None else wrap
+
+
+def stated(value: Any, label: str = "", *, bound: str = "eq") -> Any:
+    """Mark ``value`` as the paper's statement as transcribed (a hook for planted errors).
+
+    Returns ``value`` unchanged, except inside :func:`planting` where the site chosen by the
+    :class:`Plant` is perturbed: SymPy sums get one term's coefficient scaled by 5/4 (or negated),
+    other expressions, matrices (first nonzero entry), numbers and arrays are scaled (or negated),
+    a callable's return value is perturbed. ``bound`` says what kind of statement it is:
+    ``"eq"`` (an identity), ``"upper"`` (the claim says lhs ≤ value: the plant halves it) or
+    ``"lower"`` (lhs ≥ value: the plant doubles it), so a planted bound is always *tighter*.
+
+    Examples:
+        >>> import sympy as sp
+        >>> x = sp.Symbol("x")
+        >>> stated(x + 1)
+        x + 1
+        >>> with planting(Plant("coef")) as sites:
+        ...     stated(2 * x, "rhs"), sites
+        (5*x/2, ['rhs'])
+    """
+    if bound not in _COEF:
+        raise ValueError(f"`bound` must be 'eq', 'upper' or 'lower'; got {bound!r}.")
+    sites = _SITES.get()
+    plant = _PLANT.get()
+    if sites is None:
+        return value
+    label = label or f"site {len(sites)}"
+    if label not in sites:
+        sites.append(label)
+    if plant is not None and plant.site < len(sites) and sites[plant.site] == label:
+        return _perturb(value, plant.kind, bound)  # the statement is wrong wherever it is used
+    return value
 
 
 def _is_exact_zero(value: Any) -> bool:
@@ -134,9 +395,21 @@ def erratum_residuals(result: CheckResult) -> tuple[Any, Any]:
     return None, result.residual
 
 
+#: How a failing ("refuted") row failed: ``"typo"`` (an erratum: a sign, transpose, factor or
+#: index in the printed formula, where the paper's own proof or neighbouring equations use the
+#: correct form), ``"substantive"`` (a counterexample, a wrong bound or step) or ``"ours"`` (a
+#: reading or hypothesis of ours, not the paper's: reported under "beyond the papers").
+FAILURES = ("typo", "substantive", "ours")
+
+
 @dataclasses.dataclass(frozen=True)
 class Claim:
-    """A registered paper claim and its check function."""
+    """A registered paper claim and its check function.
+
+    ``failure``/``why`` classify a row whose statement fails (see :data:`FAILURES`), with a
+    one-line reason; ``corrected_by`` names the row that verifies the corrected form of a typo.
+    ``generality`` is a static default for :attr:`CheckResult.generality`.
+    """
 
     name: str
     reference: str
@@ -146,19 +419,24 @@ class Claim:
     erratum: bool = False
     module: str = ""
     sizes: str = ""
+    failure: str = ""
+    why: str = ""
+    corrected_by: str = ""
+    generality: str = ""
 
     def verdict(self, result: CheckResult) -> Verdict:
         """Map a result to a verdict.
 
-        Not checkable / refuted first; then an erratum claim is "printed statement refuted;
-        corrected form verified" (or "flagged as erratum, but the printed statement holds" when
-        its printed residual is exactly 0); an approximation claim is "verified under an
-        approximation" (with the caveat wording when ``result.caveat`` is set); else "verified".
+        Not checkable / refuted first (a failing row classified as a typo is an *erratum*, not a
+        refutation); then an erratum claim is "printed statement refuted; corrected form
+        verified" (or "flagged as erratum, but the printed statement holds" when its printed
+        residual is exactly 0); an approximation claim is "verified under an approximation"
+        (with the caveat wording when ``result.caveat`` is set); else "verified".
         """
         if result.method == "not-checkable":
             return Verdict.NOT_CHECKABLE
         if not result.holds:
-            return Verdict.REFUTED
+            return Verdict.TYPO if self.failure == "typo" else Verdict.REFUTED
         if self.erratum:
             printed, _ = erratum_residuals(result)
             if printed is not None and _is_exact_zero(printed):
@@ -167,6 +445,70 @@ class Claim:
         if self.approximation:
             return Verdict.VERIFIED_APPROX_CAVEAT if result.caveat else Verdict.VERIFIED_APPROX
         return Verdict.VERIFIED
+
+    def run(self, plant: Plant | None = None) -> CheckResult:
+        """Run the check with its comparisons logged; the result's ``parts`` hold the log.
+
+        The claim holds only if the check says so *and* every logged comparison came out as
+        needed (:class:`Part`): a comparison that fails is never left out of the verdict. The
+        ``method`` gains "numeric fallback" where a symbolic zero test fell back to numbers,
+        and ``generality`` is filled in (:func:`generality_of`) when the check did not set it.
+        With ``plant``, the check runs on a planted statement (:func:`stated`).
+        """
+        log: list[Part] = []
+        t_log = _LOG.set(log)
+        t_fb = _FALLBACK.set([])
+        try:
+            with planting(plant) as sites:
+                result = self.func()
+            fallback = list(_FALLBACK.get() or ())
+        finally:
+            _LOG.reset(t_log)
+            _FALLBACK.reset(t_fb)
+        if not isinstance(result, CheckResult):
+            return result
+        holds = bool(result.holds) and all(p.as_needed for p in log)
+        method = result.method
+        if fallback and "symbolic" in method and "numeric" not in method:
+            # what actually ran: simplify gave up and the zero test went numeric
+            method = f"{method} (numeric fallback in {len(fallback)} zero test"
+            method += "s)" if len(fallback) > 1 else ")"
+        out = dataclasses.replace(result, holds=holds, parts=tuple(log), method=method)
+        gen = result.generality or self.generality or generality_of(out, self)
+        out = dataclasses.replace(out, generality=gen)
+        object.__setattr__(out, "_sites", tuple(sites))
+        object.__setattr__(out, "_own_holds", bool(result.holds))
+        return out
+
+
+def generality_of(result: CheckResult, c: Claim | None = None) -> str:
+    """How general a verdict is, read from its method and sizes (claims may state it instead).
+
+    One of: ``"not checkable"``; ``"one counterexample (a single instance refutes)"``;
+    ``"adversarial search: ..."``; ``"symbolic in all sizes; ..."`` (the trace algebra or a
+    formula in d); ``"reduction argued by hand, machine-checked at ..."``; ``"sampled: ..."``;
+    ``"fixed sizes: ..."``.
+    """
+    method, sizes = result.method.lower(), (result.sizes or (c.sizes if c else "")).strip()
+    low = sizes.lower()
+    if method.startswith("not-checkable"):
+        return "not checkable"
+    if not result.holds and ("counterexample" in method or "counterexample" in low):
+        return f"one counterexample (a single instance refutes): {sizes or 'see detail'}"
+    if "adversarial" in method:
+        return f"adversarial search (worst case found, not a proof): {sizes}"
+    if "reduction" in low:
+        return f"reduction argued by hand, machine-checked at the sizes named: {sizes}"
+    if "trace algebra" in low or "all sizes" in method or "(all d)" in method:
+        return f"symbolic in all sizes: {sizes}"
+    fallback = "; zero test numeric (exact points, 30/60 digits) where simplify gave up" \
+        if "numeric fallback" in method else ""
+    if "monte-carlo" in method or "sampled" in low or (
+            "random" in low and "symbolic" not in method + low):
+        return f"sampled (not a proof): {sizes}"
+    if low.startswith("all") or low.startswith("any") or "symbolic" in low:
+        return f"symbolic in its free symbols: {sizes}{fallback}"
+    return f"fixed sizes: {sizes or 'see detail'}{fallback}"
 
 
 #: Registry of every claim, filled at import time of the ``theory`` modules.
@@ -196,6 +538,10 @@ def claim(
     approximation: bool = False,
     erratum: bool = False,
     sizes: str = "",
+    failure: str = "",
+    why: str = "",
+    corrected_by: str = "",
+    generality: str = "",
 ) -> Callable[[Callable[[], CheckResult]], Callable[[], CheckResult]]:
     """Register ``func`` as the check of a paper claim.
 
@@ -208,9 +554,18 @@ def claim(
             and the result's ``detail`` gives the correction and the evidence (and, preferably,
             ``printed_residual`` the printed form's residual).
         sizes: default for the "sizes" column when the result does not set ``sizes``.
+        failure: for a row whose statement fails: ``"typo"``, ``"substantive"`` or ``"ours"``
+            (:data:`FAILURES`); with ``why``, a one-line reason.
+        why: the one-line reason for ``failure``.
+        corrected_by: for a typo, the claim that verifies the corrected form.
+        generality: how general the verdict is (default: :func:`generality_of`).
     """
     if not name.isidentifier():
         raise ValueError(f"`name` must be a Python identifier; got {name!r}.")
+    if failure not in ("", *FAILURES):
+        raise ValueError(f"`failure` must be one of {FAILURES} or ''; got {failure!r}.")
+    if failure and not why:
+        raise ValueError(f"claim {name!r}: `why` must give the one-line reason for `failure`.")
 
     def decorator(func: Callable[[], CheckResult]) -> Callable[[], CheckResult]:
         if name in CLAIMS and CLAIMS[name].func.__qualname__ != func.__qualname__:
@@ -224,6 +579,10 @@ def claim(
             erratum=erratum,
             module=func.__module__,
             sizes=sizes,
+            failure=failure,
+            why=why,
+            corrected_by=corrected_by,
+            generality=generality,
         )
         return func
 
@@ -243,7 +602,24 @@ def _float64(expr: sp.Expr, free: list[sp.Symbol], point: dict) -> float:
         return math.nan
 
 
-def is_zero(
+def is_zero(expr: sp.Expr, *, expect: bool = True, label: str = "", **kwargs) -> CheckResult:
+    """Decide whether ``expr`` is identically zero (see :func:`_zero_test` for the routes).
+
+    Inside a running claim the outcome is logged (:func:`record`) with ``expected=expect``:
+    pass ``expect=False`` where the check needs a nonzero residual (a printed form that is
+    wrong); a numeric fallback is noted so the claim's ``method`` says so.
+    """
+    with _nested():
+        r = _zero_test(expr, **kwargs)
+    if _DEPTH.get() == 0:
+        record(label or "is_zero", r.holds, expected=expect)
+        fb = _FALLBACK.get()
+        if fb is not None and r.method == "numeric" and expect and not _IN_PRINTED.get():
+            fb.append(label or "is_zero")
+    return r
+
+
+def _zero_test(
     expr: sp.Expr,
     *,
     domain: Mapping[sp.Symbol, tuple[float, float]] | None = None,
@@ -352,7 +728,7 @@ def run_claim(name: str) -> tuple[Claim, CheckResult, float]:
         raise KeyError(f"unknown claim {name!r}.{hint} `python -m theory --list` lists them.")
     c = CLAIMS[name]
     t0 = time.perf_counter()
-    result = c.func()
+    result = c.run()
     return c, result, time.perf_counter() - t0
 
 

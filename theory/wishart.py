@@ -27,7 +27,7 @@ import numpy as np
 import sympy as sp
 
 from .trace_algebra import Algebra, isserlis_from_mgf
-from .verify import CheckResult, claim, exhaustive, is_zero
+from .verify import CheckResult, claim, exhaustive, is_zero, statement
 
 __all__ = [
     "gaussian_fourth_moment",
@@ -127,6 +127,7 @@ def wishart_second_moment(Sigma: sp.Matrix, N: sp.Expr) -> sp.Matrix:
                                                       for b in range(d))))  # fmt: skip
 
 
+@statement
 def wishart_second_moment_closed_form(Sigma: sp.Matrix, N: sp.Expr) -> sp.Matrix:
     """Closed form ``Σ² + (Σ + tr(Σ) I) Σ / N`` (main, App. C.1; Zhang et al. 2025 Eq. 30)."""
     Sigma = _check_cov(Sigma)
@@ -134,6 +135,7 @@ def wishart_second_moment_closed_form(Sigma: sp.Matrix, N: sp.Expr) -> sp.Matrix
     return Sigma**2 + (Sigma + Sigma.trace() * sp.eye(d)) * Sigma / sp.sympify(N)
 
 
+@statement
 def wishart_eigenvalue(lam: sp.Expr, trace: sp.Expr, N: sp.Expr) -> sp.Expr:
     """``a_i = (1 + 1/N) λ_i² + tr(Σ) λ_i / N`` (main, App. C.1, Zhang et al. Eq. 31)."""
     return (1 + 1 / sp.sympify(N)) * lam**2 + trace * lam / N

@@ -186,9 +186,9 @@ THEORY_FIGURES = (
 )
 
 
-def _theory_group(reference: str) -> str:
+def _theory_group(reference: str, failure: str = "") -> str:
     ref = reference.lower()
-    if ref.startswith("beyond"):
+    if ref.startswith("beyond") or failure == "ours":  # our readings and hypotheses
         return "beyond"
     if ref.startswith("seed002"):
         return "002"
@@ -199,15 +199,25 @@ def _theory_group(reference: str) -> str:
 
 def _theory_paper(c: Mapping) -> str:
     """What the paper says, for a theory row: its printed statement, or the erratum's status."""
+    if c.get("failure") == "ours":
+        return "not the paper's claim: our reading (whose: the row's reference)"
     if c["verdict"].startswith("printed statement refuted"):
         return "printed differently (refuted); the statement in this row is the correction"
+    if c["verdict"].startswith("erratum"):
+        mate = c.get("corrected_by") or "this row"
+        return f"printed with a typo (an erratum); the corrected form is verified in {mate}"
     if c["verdict"] == "refuted" and c.get("erratum"):
         return "the printed statement (an erratum; its corrected form is checked in its own row)"
     return "the printed statement"
 
 
 def theory_claims(theory: Mapping) -> list[Claim]:
-    """One claim per ``python -m theory`` check, judged by its own verdict and residual."""
+    """One claim per ``python -m theory`` check, judged by its own verdict and residual.
+
+    The "ours" column leads with what ran (method) and how general the verdict is (symbolic in
+    all sizes, a hand-argued reduction machine-checked at fixed sizes, fixed sizes, sampled, an
+    adversarial search); a failing row says why it failed (typo, substantive, ours).
+    """
     out = []
     for c in theory.get("claims", []):
         name = c["name"]
@@ -217,10 +227,15 @@ def theory_claims(theory: Mapping) -> list[Claim]:
             verdict = V.THEORY_VERDICTS.get(c["verdict"])
             if verdict is None:
                 raise ValueError(f"theory claim {c['name']!r}: unknown verdict {c['verdict']!r}.")
-            bits = [f"residual {c['residual']}"]
+            bits = [f"method: {c['method']}"]
+            bits.append(f"generality: {c.get('generality') or c['sizes']}")
+            bits.append(f"residual {c['residual']}")
             if c.get("printed_residual") not in (None, "", "—", "-"):
                 bits.append(f"printed form: residual {c['printed_residual']}")
-            bits.append(f"{c['method']}; {c['sizes']}")
+            if c.get("why"):
+                whose = {"ours": "ours, not the paper's", "typo": "a typo",
+                         "substantive": "fails in substance"}.get(c.get("failure"), "")
+                bits.append(f"{whose}: {c['why']}" if whose else c["why"])
             if c["verdict"].startswith("verified under"):
                 bits.append(c["verdict"])
             if c.get("caveat"):
@@ -235,7 +250,7 @@ def theory_claims(theory: Mapping) -> list[Claim]:
         out.append(
             Claim(
                 id=f"theory-{name}",
-                group=_theory_group(c["reference"]),
+                group=_theory_group(c["reference"], c.get("failure") or ""),
                 text=c["statement"],
                 where=c["reference"],
                 paper=_theory_paper(c),

@@ -48,6 +48,10 @@ THEORY_KEEP = (
     "erratum",
     "module",
     "detail",
+    "generality",
+    "failure",
+    "why",
+    "corrected_by",
 )
 
 

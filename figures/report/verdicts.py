@@ -17,6 +17,7 @@ __all__ = [
     "VERIFIED",
     "REFUTED",
     "CORRECTED",
+    "ERRATUM",
     "NOT_CHECKABLE",
     "NEEDS_GPU",
     "NO_RESULT",
@@ -36,6 +37,9 @@ CONTRADICTED = "contradicted"
 VERIFIED = "verified"
 REFUTED = "refuted"
 CORRECTED = "corrected"
+#: a typo in a printed formula (sign, transpose, factor, index) where the paper's own proof or
+#: neighbouring equations use the correct form; the corrected form is verified (not a refutation)
+ERRATUM = "erratum"
 NOT_CHECKABLE = "not checkable"
 NEEDS_GPU = "not run: needs a GPU"
 NO_RESULT = "no result yet"
@@ -48,6 +52,7 @@ VERDICTS = (
     VERIFIED,
     REFUTED,
     CORRECTED,
+    ERRATUM,
     NOT_CHECKABLE,
     NEEDS_GPU,
     NO_RESULT,
@@ -60,6 +65,7 @@ THEORY_VERDICTS = {
     "verified under an approximation whose dropped term is comparable to a kept one in the "
     "claim's regime": VERIFIED,
     "printed statement refuted; corrected form verified": CORRECTED,
+    "erratum (typo in the printed formula)": ERRATUM,
     "refuted": REFUTED,
     "not checkable": NOT_CHECKABLE,
 }

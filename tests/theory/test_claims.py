@@ -13,6 +13,7 @@ from theory.verify import CheckResult, Verdict
 
 V, A, R = Verdict.VERIFIED, Verdict.VERIFIED_APPROX, Verdict.REFUTED
 E = Verdict.ERRATUM  # printed statement refuted; corrected form verified
+T = Verdict.TYPO  # erratum: a typo in the printed formula, the corrected form verified elsewhere
 C = Verdict.VERIFIED_APPROX_CAVEAT  # a dropped term is not small in the claim's regime
 
 EXPECTED = {
@@ -25,8 +26,9 @@ EXPECTED = {
     "a1_zero_blocks_stay_zero": V,
     "a1_attn_m_two_layer": E,
     "population_loss_closed_form": V,
-    "c1_expectation_forms_16_18": V,
-    "gradients_16_21_as_printed": R,
+    "c1_expectation_forms_16_18": E,  # (18) printed with M for Mᵀ: its own row below
+    "c1_eq18_matrix_form_as_printed": T,
+    "gradients_16_21_as_printed": T,
     "gradients_16_21_corrected": E,
     "hessian_blocks_c1_as_printed": R,
     "hessian_blocks_c1_corrected": E,
@@ -43,7 +45,7 @@ EXPECTED = {
     "learning_order_largest_first": V,
     # sam_flow
     "thm42_gd_flow_ansatz": V,
-    "c2_grad_norm_as_printed": R,
+    "c2_grad_norm_as_printed": T,
     "c2_grad_norm_corrected": E,
     "c2_hessian_direction_and_Q": V,
     "thm42_sam_flow_full": V,
@@ -52,26 +54,26 @@ EXPECTED = {
     "sam_exact_flow_ansatz": A,
     "thm42_part2_later_feature": V,
     "def_b1_global_equals_layerwise_attn_s": V,
-    "lemma41_as_printed": R,
+    "lemma41_as_printed": T,
     "lemma41_corrected": E,
     "lemma41_exact_sam": R,
     # merged_kq
     "b1_merged_gradients_hessians": V,
-    "b1_vec_gradient_as_printed": R,
+    "b1_vec_gradient_as_printed": T,
     "b1_vec_gradient_corrected": E,
     "a2_attn_m_manifolds": V,
     "a2_attn_m_fixed_points_complete_as_printed": R,
     "a2_attn_m_fixed_points_complete_corrected": E,
     "b3_z_moments": V,
     "thm_b3_gamma_statement_as_printed": R,
-    "thm_b3_gamma_proof_as_printed": R,
+    "thm_b3_gamma_proof_as_printed": T,
     "thm_b3_gamma_corrected": E,
     "thm_b2_conservation_reduction": V,
     "def_b1_layerwise_vs_global_attn_m": V,
     "thm_b2_implicit_solution": V,
     "lemma_b4_partial_fractions": V,
     "thm_b2_rho0_logistic": V,
-    "lemma_b5_as_printed": R,
+    "lemma_b5_as_printed": T,
     "lemma_b5_corrected": E,
     "thm_b3_small_s_odes": A,
     "thm_b3_escape_times": V,
@@ -101,14 +103,11 @@ PRINTED_VALUES = {
 }
 
 
-_RESULTS: dict = {}
-
-
 def _result(name: str):
-    """Run a claim once per test session (the checks are deterministic)."""
-    if name not in _RESULTS:
-        _RESULTS[name] = theory.load_all()[name].func()
-    return _RESULTS[name]
+    """Run a claim once per test session (the checks are deterministic), comparisons logged."""
+    from _theory_runs import run_cached
+
+    return run_cached(name)
 
 
 def _main_claims():
@@ -149,7 +148,7 @@ def test_errata_are_flagged_and_have_a_refuted_printed_companion():
         if c.erratum and name.endswith("_corrected"):
             printed = name.replace("_corrected", "_as_printed")
             if printed in claims:
-                assert EXPECTED[printed] is R, printed
+                assert EXPECTED[printed] in (R, T), printed
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -24,7 +24,11 @@ def test_single_claim_writes_markdown_and_json(tmp_path, capsys):
     assert "## Errata" in md and "lemma_b5_corrected" in md
     assert "**Residual as printed:**" in md
     data = json.loads((tmp_path / "report.json").read_text())
-    assert data["summary"] == {"verified": 1, "refuted": 1, ERRATUM: 1}
+    # lemma_b5_as_printed is a typo (the square belongs to s(t)): an erratum, not a refutation
+    assert data["summary"] == {"verified": 1, "erratum (typo in the printed formula)": 1,
+                               ERRATUM: 1}
+    assert "### Typos in printed formulas" in md and "generality" in out
+    assert all(c["generality"] for c in data["claims"])
     assert data["meta"]["status"] == "success" and "packages" in data["meta"]
     names = [c["name"] for c in data["claims"]]
     assert names == ["thm44_I1_I2_closed_forms", "lemma_b5_as_printed", "lemma_b5_corrected"]

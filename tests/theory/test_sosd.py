@@ -11,6 +11,7 @@ from theory.verify import CheckResult, Verdict
 V, R = Verdict.VERIFIED, Verdict.REFUTED
 # a corrected form of a printed erratum: "printed statement refuted; corrected form verified"
 E = Verdict.ERRATUM
+T = Verdict.TYPO  # a typo in the printed formula (issue 28: an erratum, not a refutation)
 
 EXPECTED = {
     "sosd_lemma_a1": V,
@@ -20,7 +21,7 @@ EXPECTED = {
     "sosd_lemma_a5_descent": V,
     "sosd_lemma_a6_softmax_gap": V,
     "sosd_lemma_a7_softmax_jacobian": V,
-    "sosd_lemma_a8_as_printed": R,
+    "sosd_lemma_a8_as_printed": T,
     "sosd_lemma_a8_corrected": E,
     "sosd_thm45_qk_ode_solution": V,
     "sosd_thm45_hitting_times_as_printed": R,
@@ -34,10 +35,10 @@ EXPECTED = {
     "sosd_thm49_eq95_max_to_sum": R,
     "sosd_thm49_statement_vs_eq97": R,
     "sosd_thm49_phase1_corrected": E,
-    "sosd_thm49_eq109": R,
+    "sosd_thm49_eq109": T,
     "sosd_thm49_gradient_tail_bounds": V,
-    "sosd_thm49_attention_margin_normalization": R,
-    "sosd_thm49_eq143_factor": R,
+    "sosd_thm49_attention_margin_normalization": T,
+    "sosd_thm49_eq143_factor": T,
     "sosd_thm49_polynomial_domination": V,
     "sosd_thm49_exponent_alpha": V,
 }
