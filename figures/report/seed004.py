@@ -25,10 +25,14 @@ def _three_stages(r) -> bool:
     return r["n_stages"] == 3 and r["order_ok"]
 
 
+#: The figure sources whose extra seeds :mod:`figures.report.reruns` adds (``markov_seeds``).
+SEED_KEYS = {"markov_fig1": "fig1", "markov_fig6_7": "fig6_7"}
+
+
 def _seeds(n, fig) -> list[dict]:
-    """The runs behind a one-run figure: its seeds' numbers (``per_seed``) or the one run."""
-    r = n[fig]
-    return r.get("per_seed") or [r]
+    """The runs behind a figure's rows: its own run (seed 0) and the extra seeds, if any."""
+    extra = n.get("markov_seeds", {}).get(SEED_KEYS.get(fig, ""), [])
+    return [n[fig], *extra]
 
 
 def _runs_ev(runs, test, decide) -> dict:
@@ -44,7 +48,6 @@ def _every(pred):
     return lambda runs: V.all_rule([pred(r) for r in runs])[0]
 
 
-RERUN = "(rerun at 5 seeds: `python -m figures.fig_markov_seeds`)"
 
 
 @claim(

@@ -337,6 +337,25 @@ def _markov_single(rel: str) -> Callable[[Path], dict]:
     return numbers
 
 
+def _markov_seeds(results_dir: Path) -> dict:
+    """The extra seeds of the one-seed Markov rows (:mod:`figures.report.reruns`).
+
+    ``{fig: [run numbers with "seed"], ...}`` in seed order; seed 0 is the figure's own source.
+    """
+    import re
+
+    out: dict[str, list[dict]] = {}
+    for path in sorted(Path(results_dir).glob("markov/seeds/*_seed*.nc")):
+        m = re.fullmatch(r"(.+)_seed(\d+)\.nc", path.name)
+        if not m:
+            continue
+        r = markov_run_numbers(_nc(results_dir, f"markov/seeds/{path.name}"))
+        out.setdefault(m.group(1), []).append({"seed": int(m.group(2)), **r})
+    for v in out.values():
+        v.sort(key=lambda r: r["seed"])
+    return out
+
+
 def _markov_fig10(results_dir: Path) -> dict:
     from sims.markov import tensor_dynamics as T
 
@@ -897,6 +916,7 @@ _add(
         _llm_confirm_ep5,
         producer=CONFIRM_EP5,
     ),
+    Source("markov_seeds", {}, _markov_seeds, producer="python -m figures.report.reruns"),
 )
 
 

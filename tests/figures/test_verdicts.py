@@ -381,3 +381,33 @@ def test_bridge_onset_init_row_is_not_shown_when_the_inits_disagree():
     assert f.verdict == V.NOT_SHOWN and "value-row" not in f.verdict
     nums["sosd_bridge"]["pooled"]["linattn-icl"] = good
     assert _row("bridge-onset-init", nums).verdict == V.VERIFIED
+
+
+def test_one_seed_markov_rows_use_the_extra_seeds():
+    """markov-three-stages: n = 1 is not shown; with 4 extra seeds every seed must agree."""
+    base = COMMITTED["markov_fig1"]
+    assert _row("markov-three-stages", {"markov_fig1": base}).verdict == V.NOT_SHOWN
+    good = [{**base, "seed": s} for s in (1, 2, 3, 4)]
+    f = _row("markov-three-stages", {"markov_fig1": base, "markov_seeds": {"fig1": good}})
+    assert f.verdict == V.REPRODUCED and f.n == 5 and f.stability == 1.0
+    bad = [*good[:3], {**base, "seed": 4, "n_stages": 2}]
+    g = _row("markov-three-stages", {"markov_fig1": base, "markov_seeds": {"fig1": bad}})
+    assert g.verdict == V.NOT_SHOWN and "4 of 5" in g.ours
+    # a resample without the failing seed would reproduce: (4/5)^5 = 33 % of them
+    assert g.stability == pytest.approx(1 - 0.8**5, abs=0.04)
+
+
+def test_reruns_cli_refuses_bad_arguments_before_any_run(tmp_path, capsys):
+    from figures.report import reruns
+
+    assert reruns.main(["--figs", "fig9", "--results", str(tmp_path)]) == 2
+    assert reruns.main(["--seeds", "0", "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(
+        e.startswith("python -m figures.report.reruns: error") for e in err
+    )
+    assert not (tmp_path / "markov").exists()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert reruns.main(["--results", str(blocker)]) == 2
+    assert reruns.seed_path(tmp_path, "fig1", 3).name == "fig1_seed3.nc"
