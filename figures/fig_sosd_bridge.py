@@ -152,7 +152,8 @@ def _onset_panel(c, la, pooled) -> None:
             c.text(x0, 1.01, f"{earlier}/{earlier + later} earlier\np = {p:.1g}", ha="center",
                    va="bottom", fontsize=7, transform=c.get_xaxis_transform())  # fmt: skip
             lab = "GD+UP − GD" if arm == "gd_upsample" else "SAM − GD"
-            labels.append(f"{lab}\nv init: {init}\n({len(pooled[init])} batches)")
+            nb = len(pooled[init])
+            labels.append(f"{lab}\nv init: {init}\n({nb} batch{'es' if nb != 1 else ''})")
             x0 += 1
     c.axhline(0, color="k", lw=0.8)
     c.set_xticks(range(len(labels)), labels, fontsize=7)

@@ -339,7 +339,11 @@ class LAStudyConfig:
         n_checkpoints: proxy checkpoints.
         seed: root seed.
         value_init: ATTN_S value initialization (:data:`sims.linear_attention.models.VALUE_INITS`;
-            ``"value-row"`` is the init of issue 12's bridge run, √(d+1) larger).
+            ``"value-row"`` is the init of issue 12's bridge run, √(d+1) larger). The flip of the
+            onset-under-upsampling finding between issue 12 (GD 8170 vs GD+UP 6145, 8/8 runs
+            earlier) and the rerun of issues 20-25 (7290 vs 7810, 5/7) came from this factor,
+            not from the selection changes: ``"value-row"`` on today's code reproduces issue
+            12's numbers exactly (issue 28); pooled over 8 seeds the direction holds under both.
     """
 
     d: int = 4

@@ -134,9 +134,11 @@ def evidence_text(f) -> str:
     """``n = 3 · paired t · stability 89% (exact bootstrap over seeds)`` for a finding."""
     if not (f.test or f.n is not None or f.resampling):
         return ""
-    bits = [f"n = {f.n}" if f.n is not None else "deterministic"]
+    bits = [f"n = {f.n}"] if f.n is not None else []
     if f.test:
         bits.append(f.test)
+    if f.n is None and not any(w in f.test for w in ("deterministic", "measured")):
+        bits.insert(0, "no seeds")
     if f.stability is not None:
         bits.append(
             f"stability {f.stability:.0%} ({f.resampling})" + (", FRAGILE" if f.fragile else "")
