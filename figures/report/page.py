@@ -242,7 +242,7 @@ def render_html(
         + f"<th>{len(rows)}</th><th>{len(_fragile(rows)) or ''}</th></tr></table>"
     )
     frag = _fragile(rows)
-    parts.append("<h3 id='fragile'>Fragile rows (stable in < 80 % of resamples)</h3>")
+    parts.append("<h3 id='fragile'>Fragile rows (stable in &lt; 80 % of resamples)</h3>")
     parts.append(
         "<ul>"
         + "".join(

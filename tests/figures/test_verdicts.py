@@ -411,3 +411,21 @@ def test_reruns_cli_refuses_bad_arguments_before_any_run(tmp_path, capsys):
     blocker.write_text("")
     assert reruns.main(["--results", str(blocker)]) == 2
     assert reruns.seed_path(tmp_path, "fig1", 3).name == "fig1_seed3.nc"
+
+
+def test_page_opens_with_how_to_read_and_lists_fragile_rows(tmp_path):
+    from figures.report.page import render_html, render_markdown
+
+    rows = C.all_rows(COMMITTED)
+    frag = [r.claim.id for r in rows if r.finding.fragile]
+    md = render_markdown(rows, {}, tmp_path)
+    assert md.index("## How to read a verdict") < md.index("| group |") < md.index("## Seed 000")
+    for word in ("not shown", "erratum", "fragile", "margin", "n < 3", "Holm"):
+        assert word in md.split("| group |")[0] or word in md.split("\n| group |")[1][:400], word
+    header = md.split("\n")[md.split("\n").index("## How to read a verdict") + 9]
+    assert "not shown" in header and "erratum" in header and header.endswith("fragile |")
+    listed = md.split("### Fragile rows")[1].split("## Seed 000")[0]
+    assert frag and all(f"`{c}`" in listed for c in frag)
+    html = render_html(rows, {}, tmp_path)
+    assert html.index("id='how-to-read'") < html.index("class='counts'")
+    assert all(f"href='#claim-{c}'" in html for c in frag) and "&lt; 80 %" in html
