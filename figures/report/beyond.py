@@ -121,7 +121,7 @@ def _upsampling(n):
         stab = V.bootstrap_stability(
             d["per_seed"], lambda x: V.paired_t_rule(x, expect="positive", paper=False)[0]
         )
-        e = ev(d["n"], "paired t (two-sided, 95 %)", stab, "bootstrap over seeds")
+        e = ev(d["n"], "paired t (two-sided, 95 %)", stab, "bootstrap")
     else:
         e = ev(d["n"], "paired t (two-sided, 95 %)", None, NO_PER_SEED)
     return verdict, ours, rule, e

@@ -157,7 +157,7 @@ def ev(n: int | None, test: str, stability: float | None = None, resampling: str
 
 
 DETERMINISTIC = "deterministic: nothing to resample"
-NO_PER_SEED = "n/a: no per-seed values in the summary"
+NO_PER_SEED = "n/a (no per-seed values kept)"
 
 
 def _judge(fn: Callable[[Numbers], tuple]) -> Callable[[Numbers], Finding]:

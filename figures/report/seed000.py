@@ -23,7 +23,7 @@ def _sign_ev(frac: float, n: int, expect: str) -> dict:
     stab = V.bootstrap_stability(
         signs, lambda r: V.sign_test_rule(sum(r) / len(r), len(r), expect=expect)[0]
     )
-    return ev(n, "two-sided sign test (α = 0.05)", stab, "bootstrap over runs")
+    return ev(n, "two-sided sign test (α = 0.05)", stab, "bootstrap")
 
 
 def _fig1_ev(n, test, var, m, decide) -> dict:
@@ -41,7 +41,7 @@ def _fig1_ev(n, test, var, m, decide) -> dict:
         return decide({k: [r[i] for r in rs] for i, k in enumerate(m)})
 
     return ev(f["n_runs"], test, V.bootstrap_stability(rows, dec),
-              "bootstrap over runs")  # fmt: skip
+              "bootstrap")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- Figure 1
@@ -563,7 +563,7 @@ def _equivalent(n, a, b, src="llm_confirm", paper=True):
     return verdict, ours, rule, ev(len(d), f"TOST, margin ±{g(m, 2)} nats/token", stab, BOOT)
 
 
-BOOT = "exact bootstrap over seeds"
+BOOT = "exact bootstrap"
 
 #: Directional confirmation claims read off one paired difference of the mean held-out loss:
 #: (id, claim, where, the paper's number, variant a, variant b, predicted sign of a − b).

@@ -7,7 +7,7 @@ import math
 from . import verdicts as V
 from .claims import NO_PER_SEED, claim, ev, g, sg
 
-BOOT = "exact bootstrap over seeds"
+BOOT = "exact bootstrap"
 
 SOSD_LM = "python -m figures --only sosd_lm --recompute"
 SOSD_GPU = "python -m llm_validation campaign --stage sosd"
@@ -309,7 +309,7 @@ def _toy_onset(n):
             t["n_runs"],
             "every seed reaches ΔΣ < ε",
             V.bootstrap_stability(t["T_eps"], decide),
-            "bootstrap over seeds",
+            "bootstrap",
         ),
     )
 
@@ -339,7 +339,7 @@ def _toy_norms(n):
             len(v),
             "monotonicity checked at every step",
             V.bootstrap_stability(v, decide),
-            "bootstrap over seeds",
+            "bootstrap",
         ),
     )
 
@@ -411,7 +411,7 @@ def _toy_v_first(n):
             len(f),
             "two-sided sign test",
             V.bootstrap_stability(f, decide),
-            "bootstrap over seeds",
+            "bootstrap",
         ),
     )
 

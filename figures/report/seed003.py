@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import verdicts as V
 from .claims import NO_PER_SEED, claim, ev, g, sg
 
-BOOT = "exact bootstrap over seeds"
+BOOT = "exact bootstrap"
 
 NAMES = {"adamw": "AdamW", "sam": "SAM", "psam": "PSAM", "fsam": "FSAM", "pfsam": "PFSAM"}
 

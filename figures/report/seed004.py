@@ -40,7 +40,7 @@ def _runs_ev(runs, test, decide) -> dict:
     if len(runs) < 2:
         return ev(len(runs), test, None, "not resampled: one seed")
     return ev(len(runs), test, V.bootstrap_stability(runs, decide),
-              "bootstrap over seeds")  # fmt: skip
+              "bootstrap")  # fmt: skip
 
 
 def _every(pred):

@@ -62,6 +62,11 @@ def _f(x) -> float | None:
     return None if not np.isfinite(x) else x
 
 
+def _sig(x, digits: int = 4) -> float:
+    """``x`` to ``digits`` significant digits (per-seed lists of data stored at 4 digits)."""
+    return float(f"{float(x):.{digits}g}")
+
+
 def _stats(values) -> dict:
     """n, mean, sd, median, quartiles, min, max of the finite values."""
     v = np.asarray(values, dtype=float).ravel()
@@ -350,7 +355,10 @@ def _markov_seeds(results_dir: Path) -> dict:
         if not m:
             continue
         r = markov_run_numbers(_nc(results_dir, f"markov/seeds/{path.name}"))
-        out.setdefault(m.group(1), []).append({"seed": int(m.group(2)), **r})
+        keep = ("group_times", "n_stages", "order_ok", "heads_on_first", "n_heads",
+                "final_assignment", "kl_min_step", "n_patterns")  # what the rows read
+        out.setdefault(m.group(1), []).append({"seed": int(m.group(2)),
+                                               **{k: r[k] for k in keep}})  # fmt: skip
     for v in out.values():
         v.sort(key=lambda r: r["seed"])
     return out
@@ -462,13 +470,13 @@ def _markov_beyond(results_dir: Path) -> dict:
     for r in ds.rho.values:
         e = ds.ode_entropy_times.sel(rho=r).values
         ode[f"{float(r):g}"] = {"entropy": _stats(e), "gain": {**_stats(e - e0), "per_seed": [
-                                    _f(x) for x in (e - e0) if np.isfinite(x)]},
+                                    _sig(x) for x in (e - e0) if np.isfinite(x)]},
                                 "n_positive": int((e - e0 > 0).sum())}  # fmt: skip
     mm = ds[["mm_gain_times"]].rename({"mm_gain_times": "gain_times", "mm_seed": "seed"})
     gains = paired_gains(mm)
     for k in gains:  # the per-seed gains behind each mean (the page's t-tests and bootstrap)
         x = mm.gain_times.sel(run=k).values
-        gains[k]["per_seed"] = [_f(v) for v in x if np.isfinite(v)]
+        gains[k]["per_seed"] = [_sig(v) for v in x if np.isfinite(v)]
     t3 = ds.mm_pattern_time.sel(group=3)
     shift = (t3 - t3.sel(run="adamw")).mean("mm_seed")
     out = {
@@ -544,7 +552,8 @@ def bridge_batches(results_dir: Path) -> dict[str, list[dict]]:
         init = "value-row" if m.group(2) else "linattn-icl"
         rec = {"seed": int(m.group(1))}
         for arm in ("gd", "gd_upsample", "sam"):
-            rec[arm] = [_f(x) if np.isfinite(x) else None for x in ds.onset.sel(arm=arm).values]
+            rec[arm] = [int(x) if np.isfinite(x) and x == int(x) else _f(x)
+                        for x in ds.onset.sel(arm=arm).values]  # steps: ints, None for none
         out.setdefault(init, []).append(rec)
     for v in out.values():
         v.sort(key=lambda r: r["seed"])

@@ -243,13 +243,14 @@ def paired_t_rule_stats(
 def _directional(m, lo, hi, half, expect, paper, alpha, unit, n) -> tuple[str, str]:
     yes, no = (REPRODUCED, CONTRADICTED) if paper else (VERIFIED, REFUTED)
     side = "below" if expect == "negative" else "above"
-    head = f"rule: paired t, {1 - alpha:.0%} interval {side} 0 = {yes}, on the other side = {no}"
+    other = "above" if side == "below" else "below"
+    head = f"rule: paired t, {1 - alpha:.0%} interval {side} 0 = {yes}, {other} 0 = {no}"
     if math.isnan(half):
         return NOT_SHOWN, head + f", else not shown (needs >= 2 seeds; n = {n})"
     below, above = hi < 0, lo > 0
     want, other = (below, above) if expect == "negative" else (above, below)
     verdict = yes if want else (no if other else NOT_SHOWN)
-    rule = head + ", containing 0 = not shown"
+    rule = head + ", else not shown"
     if verdict == NOT_SHOWN:
         rule += (
             f"; smallest detectable effect ±{half:.2g}{' ' + unit if unit else ''} "
