@@ -1,13 +1,12 @@
 """Figure 4 style: upsampling ablations on the generated MathInstruct-like corpus (issue 14).
 
-Top row: average accuracy over the six benchmarks; bottom row: mean solution loss on clean
-held-out problems of the training distribution (the low-variance companion); dots: seeds, bar:
-mean. Panels (a) proxy choice, (b) trajectory vs last checkpoint, (c) trajectory length 5/10/15,
-(d) FT / random / easy / hard upsampling (compute-matched), (e) optimizers, (f) paired change of
-the learning-time entropy (eq. 11) vs the paired accuracy change, FT+UP minus FT, per seed, (g)
-per-source held-out loss change against the source's FT loss (does upsampling help the
-worst-learned sources?). Reads
-``results/llm/confirm_cpu/results.nc`` (``python -m llm_validation confirm --scale cpu``).
+The paired differences (seeds as dots, 95 % t-intervals) behind the findings page's
+confirmation rows (issue 28): mean held-out loss for every comparison the page judges, with the
+equivalence band of the no-effect claims; the worst-source loss at 3 and 5 epochs; average
+accuracy (the paper's metric); the per-source change; entropy vs accuracy per seed; the loss
+levels. See :func:`plot`. Reads ``results/llm/confirm_cpu/results.nc`` (``python -m
+llm_validation confirm --scale cpu``) and, for the 5-epoch check,
+``results/llm/confirm_cpu_ep5/results.nc`` (or its committed summary numbers).
 """
 
 from __future__ import annotations
@@ -65,56 +64,150 @@ def _strip(ax, values, title: str, cols: dict, ylabel: str, ref: float | None) -
         ax.text(0.5, 0.5, "not run", ha="center", transform=ax.transAxes)
 
 
-def plot(ds, out: Path, tag: str = "") -> list[Path]:
-    """Accuracy (top row) and held-out solution loss (bottom row) per ablation panel.
+#: The paired differences the findings page judges: (label, a, b) for ``a − b``.
+LOSS_ITEMS = (
+    ("FT+UP − FT", "ft_up", "ft"),
+    ("FT+UP − FT (step-matched)", "ft_up", "ft_matched"),
+    ("random − FT", "random", "ft"),
+    ("easy − FT", "easy", "ft"),
+    ("FT+UP − random", "ft_up", "random"),
+    ("FT+UP − easy", "ft_up", "easy"),
+    ("traj. − ckpt.", "ft_up", "ft_up_last"),
+    ("K = 10 − K = 5", "ft_up_k10", "ft_up"),
+    ("K = 15 − K = 5", "ft_up_k15", "ft_up"),
+    ("target proxy − small", "ft_up_self", "ft_up"),
+    ("Muon+UP − Muon", "ft_up_muon", "ft_muon"),
+    ("FT+UP − FSAM (ρ untuned)", "ft_up", "ft_fsam"),
+    ("FSAM − FT (ρ untuned)", "ft_fsam", "ft"),
+)
+#: No-effect claims (equivalence band drawn): random − FT, K = 10/15 − K = 5, proxy.
+EQUIV = {("random", "ft"), ("ft_up_k10", "ft_up"), ("ft_up_k15", "ft_up"), ("ft_up_self", "ft_up")}
 
-    Reads the aggregate of :func:`llm_validation.confirm.run_confirmation`; the bottom row is
-    drawn when the results carry ``heldout_loss``.
+
+def _forest(ax, rows, unit: str, title: str, margin: float | None = None) -> None:
+    """Paired differences: seeds (dots), mean (tick) and 95 % t-interval (line) per row.
+
+    The equivalence band ±margin is drawn behind the no-effect rows.
     """
-    rows = [(100 * ds["accuracy"].mean("benchmark"), "avg accuracy (%)", "higher is better")]
-    if "heldout_loss" in ds:
-        rows.append((ds["heldout_loss"].mean("heldout"), "held-out loss (nats/token)",
-                     "lower is better"))  # fmt: skip
+    from figures.report.verdicts import t_interval
+
+    ax.axvline(0, color="k", lw=0.8)
+    for y, (_, d, equiv) in enumerate(rows):
+        if equiv and margin:
+            ax.fill_betweenx([y - 0.4, y + 0.4], -margin, margin, color="tab:green", alpha=0.15,
+                             lw=0)  # fmt: skip
+        m, lo, hi, _ = t_interval(d)
+        col = "tab:blue" if not (lo < 0 < hi) else "tab:gray"
+        ax.plot([lo, hi], [y, y], color=col, lw=2.2)
+        ax.plot([m], [y], "|", color=col, ms=14, mew=2.5)
+        ax.plot(d, np.full(len(d), y) + np.linspace(-0.15, 0.15, len(d)), "o", ms=3.5,
+                color="k", alpha=0.6)  # fmt: skip
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"paired difference ({unit}); line: 95 % t-interval, dots: seeds")
+    ax.set_title(title, fontsize=10)
+
+
+def plot(ds, out: Path, tag: str = "", ep5: dict | None = None) -> list[Path]:
+    """The paired differences behind the findings page's confirmation rows.
+
+    (a) mean held-out loss (the metric of our rows; the paper reports accuracy) for every
+    comparison the page judges, with the equivalence band (± half the main effect) behind the
+    no-effect claims; (b) worst-source held-out loss at 3 epochs and, from ``ep5`` (the 5-epoch
+    run's :func:`~figures.report.sources.confirm_numbers`), at 5; (c) average accuracy (the
+    paper's metric); (d) per-source change against the source's FT loss; (e) FT+UP − FT per
+    seed, entropy of learning times vs accuracy; (f) held-out loss levels (FT, random, easy,
+    hard). Blue: the 95 % interval excludes 0; grey: it contains 0.
+    """
+    from figures.report.sources import confirm_numbers
+    from figures.report.sources import paired_per_seed as paired
+
+    nums = confirm_numbers(ds)
+    pairs = nums["pairs"]
     have = set(ds["variant"].values.tolist())
-    fig, axes = plt.subplots(len(rows), 6, figsize=(22, 3.6 * len(rows)), squeeze=False,
-                             constrained_layout=True)  # fmt: skip
-    for r, (values, ylabel, better) in enumerate(rows):
-        ref = float(values.sel(variant="ft").mean()) if "ft" in have else None
-        for ax, (title, cols) in zip(axes[r], PANELS, strict=False):
-            _strip(ax, values, f"{title} ({better})", cols, ylabel, ref)
-        axes[r, 0].legend(fontsize=7, loc="best")
-    ax = axes[0, 5]
+    fig, axes = plt.subplots(2, 3, figsize=(20, 10.5), constrained_layout=True)
+    (a, b, c), (d, e, f) = axes
+    main = paired(pairs, "ft_up", "ft", "mean_loss") if "heldout_loss" in ds else None
+    margin = abs(float(np.mean(main))) / 2 if main else None
+    if "heldout_loss" in ds:
+        rows = []
+        for label, x, y in LOSS_ITEMS:
+            dd = paired(pairs, x, y, "mean_loss")
+            if dd is not None:
+                rows.append((label, dd, (x, y) in EQUIV))
+        band = f"; green: equivalence margin ±{margin:.2g}" if margin else ""
+        _forest(a, rows, "nats/token", "(a) mean held-out loss (not the paper's accuracy), a − b "
+                f"(< 0: a better){band}", margin)  # fmt: skip
+        rows = []
+        for label, x, y in (("FT+UP − FT, 3 epochs", "ft_up", "ft"),
+                            ("FT+UP − random, 3 epochs", "ft_up", "random"),
+                            ("FT+UP − easy, 3 epochs", "ft_up", "easy")):  # fmt: skip
+            dd = paired(pairs, x, y, "worst_loss")
+            if dd is not None:
+                rows.append((label, dd, False))
+        if ep5 is not None:
+            dd = paired(ep5["pairs"], "ft_up", "ft", "worst_loss")
+            if dd is not None:
+                rows.append(("FT+UP − FT, 5 epochs", dd, True))
+        worst = nums["worst_source"].get("ft", {}).get("name", "?")
+        _forest(b, rows, "nats/token", f"(b) worst-source ({worst}) held-out loss; 5-epoch check"
+                + ("" if ep5 is not None else " not available") + " (green: ±margin, 'gone')",
+                margin)  # fmt: skip
+    rows = []
+    for label, x, y in LOSS_ITEMS:
+        dd = paired(pairs, x, y, "accuracy")
+        if dd is not None:
+            rows.append((label, dd, False))
+    _forest(c, rows, "points", "(c) average accuracy, a − b (the paper's metric; > 0: a better)")
+    if "heldout_loss" in ds and {"ft", "ft_up"} <= have:
+        per = ds["heldout_loss"].groupby("heldout_source").mean("heldout")  # (v, seed, src)
+        ft = per.sel(variant="ft").mean("seed").values
+        for v, lab, col in (("ft_up", "hard", "C3"), ("random", "rand.", "C1"),
+                            ("easy", "easy", "C2")):  # fmt: skip
+            if v in have:
+                dv = per.sel(variant=v).mean("seed").values - ft
+                d.plot(ft, dv, "o", color=col, alpha=0.8, label=f"{lab} − FT")
+        d.axhline(0, color="k", lw=0.6)
+        d.legend(fontsize=8)
+    d.set(title="(d) per source, seed mean, vs FT", xlabel="FT held-out loss of the source "
+          "(nats/token)", ylabel="Δ held-out loss vs FT (nats/token)")  # fmt: skip
     if {"ft", "ft_up"} <= have:
-        avg = rows[0][0]
+        avg = 100 * ds["accuracy"].mean("benchmark")
         de = (ds["entropy_sources"].sel(variant="ft_up")
               - ds["entropy_sources"].sel(variant="ft")).values  # fmt: skip
         da = (avg.sel(variant="ft_up") - avg.sel(variant="ft")).values
-        ax.plot(de, da, "o")
-        for s, x, y in zip(ds["seed"].values, de, da, strict=True):
-            ax.annotate(f"s{s}", (x, y), fontsize=7)
-        ax.axhline(0, color="k", lw=0.6)
-        ax.axvline(0, color="k", lw=0.6)
-    ax.set(title="(f) FT+UP − FT per seed", xlabel="Δ entropy of learning times (nats)",
-           ylabel="Δ avg accuracy (points)")  # fmt: skip
-    if len(rows) > 1:
-        ax = axes[1, 5]
-        if {"ft", "ft_up"} <= have:
-            per = ds["heldout_loss"].groupby("heldout_source").mean("heldout")  # (v, seed, src)
-            ft = per.sel(variant="ft").mean("seed").values
-            # colours as in panel (d): rand. C1, easy C2, hard C3
-            for v, lab, col in (("ft_up", "hard", "C3"), ("random", "rand.", "C1"),
-                                ("easy", "easy", "C2")):  # fmt: skip
-                if v in have:
-                    d = per.sel(variant=v).mean("seed").values - ft
-                    ax.plot(ft, d, "o", color=col, alpha=0.8, label=f"{lab} − FT")
-            ax.axhline(0, color="k", lw=0.6)
-            ax.legend(fontsize=7)
-        ax.set(title="(g) per source, vs FT",
-               xlabel="FT held-out loss of the source (nats/token)",
-               ylabel="Δ held-out loss vs FT")  # fmt: skip
-    fig.suptitle(f"Upsampling ablations, generated corpus ({ds.attrs.get('scale')} scale, "
-                 f"{ds.sizes['seed']} seeds; dots: seeds, bars: means)")  # fmt: skip
+        e.plot(de, da, "o")
+        for s_, x, y in zip(ds["seed"].values, de, da, strict=True):
+            e.annotate(f"seed {s_}", (x, y), fontsize=8, xytext=(4, 4),
+                       textcoords="offset points")  # fmt: skip
+        e.axhline(0, color="k", lw=0.6)
+        e.axvline(0, color="k", lw=0.6)
+    e.set(title="(e) FT+UP − FT per seed", xlabel="Δ entropy of learning times (nats)",
+          ylabel="Δ avg accuracy (points)")  # fmt: skip
+    if "heldout_loss" in ds:
+        _strip(f, ds["heldout_loss"].mean("heldout"), "(f) held-out loss levels (lower is "
+               "better)", PANELS[3][1], "held-out loss (nats/token)",
+               float(ds["heldout_loss"].mean("heldout").sel(variant="ft").mean())
+               if "ft" in have else None)  # fmt: skip
+        f.legend(fontsize=8)
+    fig.suptitle(
+        f"Upsampling confirmation, generated corpus ({ds.attrs.get('scale')} scale, "
+        f"{ds.sizes['seed']} seeds): the paired differences the findings page judges"
+    )
     return [save_figure(fig, Path(out) / f"llm_confirm{tag}.png", dpi=110)]
+
+
+def _ep5(results_dir) -> dict | None:
+    """The 5-epoch run's pairs: from its results, else from the committed summary numbers."""
+    from figures.report import store
+    from figures.report.sources import confirm_numbers
+    from sims.io import read_netcdf
+
+    path = Path(results_dir) / "llm" / "confirm_cpu_ep5" / "results.nc"
+    if path.exists():
+        return confirm_numbers(read_netcdf(path))
+    p = store.numbers_path("llm_confirm_ep5")
+    return store.read_summary_json(p).get("numbers") if p.exists() else None
 
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
@@ -131,7 +224,8 @@ def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) 
 
             shutil.rmtree(folder / "jobs")
         run_confirmation(SCALES[scale], folder, quiet=quick)
-    return plot(read_netcdf(path), Path(out_dir), "_quick" if quick else "")
+    ep5 = None if quick else _ep5(results_dir)
+    return plot(read_netcdf(path), Path(out_dir), "_quick" if quick else "", ep5=ep5)
 
 
 def main(argv=None) -> int:

@@ -65,7 +65,9 @@ def compute(scale: str, store=None):
 
 def plot(ds, scale: str) -> dict:
     """Four panels: ODE stage times, ODE entropy vs rho, minimal-model pattern times, gains."""
-    fig, axes = plt.subplots(1, 4, figsize=(19, 4), constrained_layout=True)
+    from figures.report.verdicts import t_interval
+
+    fig, axes = plt.subplots(1, 4, figsize=(20, 5.2), constrained_layout=True)
     for i, r in enumerate(ds.rho.values):
         st = ds.ode_stage_time.sel(rho=r).values  # (seed, stage)
         for s in range(st.shape[0]):
@@ -91,16 +93,19 @@ def plot(ds, scale: str) -> dict:
             ax.plot(np.full(n_seed, i), v, "o", color=f"C{i % 10}", alpha=0.6)
             if np.isfinite(v).any():
                 ax.plot([i - 0.3, i + 0.3], [np.nanmean(v)] * 2, color=f"C{i % 10}", lw=2)
+            if ax is axes[3] and np.isfinite(v).sum() > 1:  # the page's paired t-interval
+                m, lo, hi, _ = t_interval(v[np.isfinite(v)])
+                ax.plot([i + 0.22, i + 0.22], [lo, hi], color="k", lw=1)
     for ax in axes[2:]:
         ax.set_xticks(range(len(runs)), runs, rotation=35, ha="right", fontsize=7)
     t3 = ds.mm_pattern_time.sel(group=3).values
     axes[2].set(yscale="log" if np.isfinite(t3).any() else "linear", ylabel="training step",
-                title=f"minimal model: when group 3 is learned ({n_seed} seeds; bar: mean)")
+                title=f"minimal model: group 3 learned at ({n_seed} seeds; bar: mean)")
     axes[2].text(0.01, 0.01, "runs missing a dot never learned group 3", fontsize=7,
                  transform=axes[2].transAxes)  # fmt: skip
     axes[3].axhline(0, color="k", lw=0.7)
-    axes[3].set(ylabel="entropy gain over AdamW, same seed (nats)",
-                title="paired uniformity gain (bar: mean)")  # fmt: skip
+    axes[3].set(ylabel="entropy gain over AdamW\n(same seed, nats)",
+                title="paired gain (bar: mean; line: 95 % t-interval)")  # fmt: skip
     fig.suptitle(f"Stage uniformity under SAM / upsampling ({scale} scale)")
     return {"markov_beyond": fig}
 

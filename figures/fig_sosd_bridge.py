@@ -5,10 +5,13 @@ SAM, spectra every 10 steps) and the seed-004 Markov minimal model (AdamW / SAM 
 upsampling, CPU scale, spectra every 10 steps), via :mod:`sims.spectral_bridge`.
 
 Reads ``results/sosd_bridge/la.nc`` and ``results/sosd_bridge/markov_seed<s>.nc`` (computed when
-missing: the linear-attention part takes minutes, each Markov seed ~20 min on 2 idle cores).
+missing: the linear-attention part takes minutes, each Markov seed ~20 min on 2 idle cores), and
+the pooled batches ``la_seed<s>.nc`` / ``la_seed<s>_valuerow.nc`` (seeds 0-7 under today's value
+init and the one before commit 4d1fae3; ``--recompute`` reruns them, ~15 CPU-s each).
 Panels: (a) one GD run of linear attention: loss, ΔΣ of the merged matrix, loss-drop times and the
 ΔΣ peaks; (b) |peak − drop| / drop per stage for every run and arm, against the chance level of
-randomly placed peaks; (c) SoSD onset of the merged matrix per arm (paired runs); (d)–(f) the
+randomly placed peaks; (c) the SoSD onset of the merged matrix, arm − GD per paired run,
+pooled over the batches, under each value init, with the sign test's count and p; (d)–(f) the
 same for the Markov model (ΔΣ of the attention matrices A[h], stage = first step a head puts half
 its attention on a pattern).
 """
@@ -36,6 +39,10 @@ FIGURE = FigureSpec(
 )
 
 MARKOV_SEEDS = (0,)
+#: The linear-attention batches (seeds) pooled for the onset finding, under each value init
+#: (:data:`sims.linear_attention.models.VALUE_INITS`; ~15 CPU-s per batch).
+POOLED_SEEDS = tuple(range(8))
+POOLED_INITS = ("linattn-icl", "value-row")
 
 
 def _paths(results_dir, quick: bool) -> dict[str, Path]:
@@ -54,6 +61,35 @@ def compute_la(results_dir, *, quick: bool = False) -> Path:
     path = _paths(results_dir, quick)["la"]
     write_netcdf(path, ds, meta=provenance(cfg, seed=cfg.seed, status=ds.attrs["status"]))
     return path
+
+
+def batch_path(results_dir, seed: int, value_init: str) -> Path:
+    """``sosd_bridge/la_seed<s>.nc`` (today's value init) or ``la_seed<s>_valuerow.nc``."""
+    suffix = "" if value_init == "linattn-icl" else "_" + value_init.replace("-", "")
+    return Path(results_dir) / "sosd_bridge" / f"la_seed{seed}{suffix}.nc"
+
+
+def compute_la_pooled(results_dir, *, seeds: Sequence[int] = POOLED_SEEDS,
+                      value_inits: Sequence[str] = POOLED_INITS,
+                      recompute: bool = False) -> list[Path]:  # fmt: skip
+    """One full linear-attention batch (8 paired runs) per seed and value init.
+
+    Saved batches are skipped unless ``recompute``. They feed the pooled onset finding and its
+    value-init robustness row.
+    """
+    from sims.io import provenance, write_netcdf
+    from sims.spectral_bridge import LAStudyConfig, la_study
+
+    out = []
+    for vi in value_inits:
+        for s in seeds:
+            path = batch_path(results_dir, s, vi)
+            if recompute or not path.exists():
+                cfg = LAStudyConfig(seed=s, value_init=vi)
+                ds = la_study(cfg)
+                write_netcdf(path, ds, meta=provenance(cfg, seed=s, status=ds.attrs["status"]))
+            out.append(path)
+    return out
 
 
 def compute_markov(results_dir, *, seeds: Sequence[int] = MARKOV_SEEDS, quick: bool = False,
@@ -93,8 +129,52 @@ def _chance(align: dict) -> float:
     return float(np.median(vals)) if vals else float("nan")
 
 
-def plot(la, markov: list, path=None):
-    """Six panels (Markov panels empty when no Markov result is given)."""
+def _onset_panel(c, la, pooled) -> None:
+    """(c) Paired onset differences (arm − GD) per run, pooled over batches, per value init."""
+    from scipy.stats import binomtest
+
+    if not pooled:  # one batch: the runs of ``la``
+        pooled = {"linattn-icl": [{"seed": int(la.attrs.get("config", {}).get("seed", 0)),
+                                   **{a: [None if not np.isfinite(x) else float(x)
+                                          for x in la.onset.sel(arm=a).values]
+                                      for a in ("gd", "gd_upsample", "sam")}}]}  # fmt: skip
+    inits = [i for i in POOLED_INITS if i in pooled]
+    labels, x0 = [], 0
+    for init in inits:
+        for arm, col in (("gd_upsample", "tab:orange"), ("sam", "tab:green")):
+            d = [b2 - a2 for b in pooled[init] for a2, b2 in zip(b["gd"], b[arm], strict=True)
+                 if a2 is not None and b2 is not None]  # fmt: skip
+            d = np.asarray(d, float)
+            x = x0 + 0.12 * np.linspace(-1, 1, d.size) if d.size else []
+            c.plot(x, d, "o", ms=3.5, color=col, alpha=0.7)
+            earlier, later = int((d < 0).sum()), int((d > 0).sum())
+            p = binomtest(earlier, earlier + later).pvalue if earlier + later else float("nan")
+            c.text(x0, 1.01, f"{earlier}/{earlier + later} earlier\np = {p:.1g}", ha="center",
+                   va="bottom", fontsize=7, transform=c.get_xaxis_transform())  # fmt: skip
+            lab = "GD+UP − GD" if arm == "gd_upsample" else "SAM − GD"
+            nb = len(pooled[init])
+            labels.append(f"{lab}\nv init: {init}\n({nb} batch{'es' if nb != 1 else ''})")
+            x0 += 1
+    c.axhline(0, color="k", lw=0.8)
+    c.set_xticks(range(len(labels)), labels, fontsize=7)
+    c.set_ylabel("onset(arm) − onset(GD), paired run (steps)")
+    c.set_title("(c) SoSD onset of M, arm − GD per paired run (< 0: earlier)", pad=26)
+
+
+def _committed_pooled() -> dict | None:
+    """The pooled batches' onsets from the committed summary numbers (no batch in results/)."""
+    from figures.report import store
+
+    p = store.numbers_path("sosd_bridge")
+    return store.read_summary_json(p).get("numbers", {}).get("pooled") if p.exists() else None
+
+
+def plot(la, markov: list, path=None, pooled=None):
+    """Six panels (Markov panels empty when no Markov result is given).
+
+    ``pooled``: the onsets per batch and value init (:func:`figures.report.sources.
+    bridge_batches`) for panel (c); without it, the runs of ``la``.
+    """
     fig, ax = plt.subplots(2, 3, figsize=(17, 9), constrained_layout=True)
     (a, b, c), (d, e, f) = ax
     # (a) one linear-attention GD run
@@ -106,6 +186,7 @@ def plot(la, markov: list, path=None):
                 label="ΔΣ merged M (10 steps)")  # fmt: skip
     a2.semilogy(steps, r.delta_sigma.sel(matrix="key").values, color="tab:orange", lw=0.6,
                 alpha=0.7, label="ΔΣ keys")  # fmt: skip
+    a2.set_ylabel("ΔΣ: SD variation over 10 steps (log)")
     for t in r.drop_time.values:
         if np.isfinite(t):
             a.axvline(t, color="gray", ls="--", lw=0.8)
@@ -129,14 +210,7 @@ def plot(la, markov: list, path=None):
     b.set(ylabel="|ΔΣ peak − loss drop| / drop time",
           title="(b) each loss drop vs the nearest ΔΣ peak")  # fmt: skip
     b.legend(fontsize=8)
-    # (c) onsets
-    on = la.onset.values  # (arm, run)
-    for i in range(len(arms)):
-        c.plot(np.full(on.shape[1], i) + np.linspace(-0.1, 0.1, on.shape[1]), on[i], "o")
-    for j in range(on.shape[1]):
-        c.plot(range(len(arms)), on[:, j], color="gray", lw=0.5)
-    c.set(xticks=range(len(arms)), xticklabels=arms, ylabel="SoSD onset of M (floor detector)",
-          title="(c) onset per arm, paired runs")  # fmt: skip
+    _onset_panel(c, la, pooled)
     if markov:
         m0 = markov[0]
         runs = list(m0.run.values)
@@ -146,8 +220,11 @@ def plot(la, markov: list, path=None):
         for t in m0.pattern_time.sel(run="adamw").values:
             if np.isfinite(t):
                 d.axvline(t, color="gray", ls="--", lw=0.8)
-        d.set(xlabel="step", ylabel="ΔΣ (10 steps)",
-              title="(d) Markov minimal model, AdamW: stage times (dashed) vs ΔΣ")
+        d.set(
+            xlabel="step",
+            ylabel="ΔΣ (10 steps)",
+            title="(d) Markov minimal model, AdamW: stage times (dashed) vs ΔΣ",
+        )
         d.legend(fontsize=8, loc="upper right")
         mo = {k: [] for k in runs}
         for m in markov:
@@ -161,14 +238,20 @@ def plot(la, markov: list, path=None):
         ch = [x for x in (_chance(m.attrs["alignment"]) for m in markov) if np.isfinite(x)]
         if ch:
             e.axhline(float(np.median(ch)), color="r", ls="--", label="chance")
-        e.set(ylabel="|ΔΣ peak − stage| / stage time",
-              title=f"(e) Markov: stages vs the heads' ΔΣ(A[h]) peaks, {len(markov)} seed(s)")
+        e.set(
+            ylabel="|ΔΣ peak − stage| / stage time",
+            title=f"(e) Markov: stages vs the heads' ΔΣ(A[h]) peaks, {len(markov)} seed(s)",
+        )
         e.legend(fontsize=8)
         onm = np.stack([m.onset.values for m in markov])  # (seed, run)
         for i in range(len(runs)):
             f.plot(np.full(onm.shape[0], i), onm[:, i], "o")
-        f.set(xticks=range(len(runs)), xticklabels=[k.replace("upsample_", "up_") for k in runs],
-              ylabel="SoSD onset of A (floor detector)", title="(f) Markov: onset per run")
+        f.set(
+            xticks=range(len(runs)),
+            xticklabels=[k.replace("upsample_", "up_") for k in runs],
+            ylabel="SoSD onset of A (floor detector)",
+            title="(f) Markov: onset per run",
+        )
     if path is not None:
         save_figure(fig, path, dpi=110)
     return fig
@@ -189,8 +272,15 @@ def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) 
         for p in mk:
             p.unlink(missing_ok=True)
     compute_markov(results_dir, seeds=seeds, quick=quick)
+    pooled = None
+    if not quick:
+        from figures.report.sources import bridge_batches
+
+        if recompute:  # ~16 × 15 CPU-s; drawn from what is saved otherwise
+            compute_la_pooled(results_dir, recompute=True)
+        pooled = bridge_batches(results_dir) or _committed_pooled()
     out = Path(out_dir) / ("fig_sosd_bridge_quick.png" if quick else "fig_sosd_bridge.png")
-    plot(read_netcdf(paths["la"]), [read_netcdf(p) for p in mk], out)
+    plot(read_netcdf(paths["la"]), [read_netcdf(p) for p in mk], out, pooled=pooled)
     return [out]
 
 

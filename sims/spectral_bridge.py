@@ -338,6 +338,12 @@ class LAStudyConfig:
         proxy_fraction: proxy budget for upsampling, as a fraction of ``num_steps``.
         n_checkpoints: proxy checkpoints.
         seed: root seed.
+        value_init: ATTN_S value initialization (:data:`sims.linear_attention.models.VALUE_INITS`;
+            ``"value-row"`` is the init of issue 12's bridge run, √(d+1) larger). The flip of the
+            onset-under-upsampling finding between issue 12 (GD 8170 vs GD+UP 6145, 8/8 runs
+            earlier) and the rerun of issues 20-25 (7290 vs 7810, 5/7) came from this factor,
+            not from the selection changes: ``"value-row"`` on today's code reproduces issue
+            12's numbers exactly (issue 28); pooled over 8 seeds the direction holds under both.
     """
 
     d: int = 4
@@ -353,8 +359,15 @@ class LAStudyConfig:
     proxy_fraction: float = 1 / 3
     n_checkpoints: int = 5
     seed: int = 0
+    value_init: str = "linattn-icl"
 
     def __post_init__(self):
+        from .linear_attention.models import VALUE_INITS
+
+        if self.value_init not in VALUE_INITS:
+            raise ValueError(
+                f"`value_init` must be one of {VALUE_INITS}; got {self.value_init!r}."
+            )
         for name in ("d", "n_context", "n_heads", "num_steps", "n_runs", "record_every",
                      "n_checkpoints"):  # fmt: skip
             v = getattr(self, name)
@@ -405,7 +418,8 @@ def la_study(cfg: LAStudyConfig, *, eps: float | None = None, progress: bool = F
         data = sample_dataset(cfg.n_examples, cfg.n_context, cov, seed=rs)
         datas.append(data)
         moms.append(empirical_moments(data, scale=s))
-        params.append(init_params(keys[r], cfg.d, cfg.n_heads, init_scale=cfg.init_scale))
+        params.append(init_params(keys[r], cfg.d, cfg.n_heads, init_scale=cfg.init_scale,
+                                  value_init=cfg.value_init))
         eigs.append(eigh_desc(cov)[1])
         levels.append(saddle_losses(cov, cfg.n_context))
 

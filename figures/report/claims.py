@@ -28,6 +28,7 @@ __all__ = [
     "evaluate",
     "theory_claims",
     "all_rows",
+    "ev",
 ]
 
 GROUPS = {
@@ -143,12 +144,36 @@ def ci(d: Mapping, digits: int = 3) -> str:
     return f"{sg(d['mean'], digits)} [{sg(d['lo'], digits)}, {sg(d['hi'], digits)}]"
 
 
-def _judge(fn: Callable[[Numbers], tuple[str, str, str]]) -> Callable[[Numbers], Finding]:
-    """Wrap ``fn(numbers) -> (verdict, ours, rule)`` into a judge."""
+def ev(n: int | None, test: str, stability: float | None = None, resampling: str = "") -> dict:
+    """The evidence behind a verdict (:class:`~figures.report.verdicts.Finding`'s fields).
+
+    ``n``: seeds or paired runs (``None``: a deterministic computation); ``test``: the test or
+    check in a few words; ``stability``: share of resamples giving the same verdict;
+    ``resampling``: how it was resampled, or why it could not be.
+    """
+    if stability is None and not resampling:
+        resampling = "deterministic: nothing to resample" if n is None else ""
+    return {"n": n, "test": test, "stability": stability, "resampling": resampling}
+
+
+DETERMINISTIC = "deterministic: nothing to resample"
+NO_PER_SEED = "n/a (no per-seed values kept)"
+
+
+def _judge(fn: Callable[[Numbers], tuple]) -> Callable[[Numbers], Finding]:
+    """Wrap ``fn(numbers) -> (verdict, ours, rule[, evidence])`` into a judge.
+
+    ``evidence`` is :func:`ev`'s dict; a row with seeds on fewer than
+    :data:`~figures.report.verdicts.MIN_N` of them is *not shown (n = k)*
+    (:func:`~figures.report.verdicts.gate_small_n`).
+    """
 
     def judge(numbers: Numbers) -> Finding:
-        verdict, ours, rule = fn(numbers)
-        return Finding(verdict, ours, rule)
+        out = fn(numbers)
+        if isinstance(out, Finding):
+            return V.gate_small_n(out)
+        verdict, ours, rule, *rest = out
+        return V.gate_small_n(Finding(verdict, ours, rule, **(rest[0] if rest else {})))
 
     judge.__name__ = fn.__name__
     judge.__doc__ = fn.__doc__

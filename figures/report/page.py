@@ -17,14 +17,15 @@ from pathlib import Path
 from . import verdicts as V
 from .claims import GROUP_SHORT, GROUPS, Row
 
-__all__ = ["render_html", "render_markdown", "VERDICT_CLASS"]
+__all__ = ["render_html", "render_markdown", "VERDICT_CLASS", "HOW_TO_READ", "evidence_text"]
 
 VERDICT_CLASS = {
     V.REPRODUCED: "ok",
     V.VERIFIED: "ok",
-    V.NOT_REPRODUCED: "warn",
+    V.NOT_SHOWN: "warn",
     V.CONTRADICTED: "bad",
     V.REFUTED: "bad",
+    V.ERRATUM: "fix",
     V.CORRECTED: "fix",
     V.NOT_CHECKABLE: "none",
     V.NEEDS_GPU: "none",
@@ -52,6 +53,9 @@ code { font-size: .85em; background: #f5f5f5; padding: 0 .2em; overflow-wrap: an
 .bad { background: #f8d4d4; color: #7a1010; } .fix { background: #d6e6f8; color: #0d3c73; }
 .none { background: #e8e8e8; color: #444; }
 .rule { display: block; color: #666; font-size: .8em; margin-top: .2em; }
+.evidence { display: block; color: #333; font-size: .8em; margin-top: .2em; }
+.fragile { color: #7a1010; font-weight: 600; }
+ul.how li { margin: .2em 0; }
 img.thumb { width: 100%; max-width: 150px; border: 1px solid #ccc; }
 figure { margin: 2em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { color: #333; font-size: .95em; margin-top: .3em; }
@@ -88,6 +92,79 @@ window.addEventListener('load', () => {
   b.checked = 'yes';
 });
 """
+
+
+#: "How to read a verdict", the page's first section (HTML and Markdown share the text).
+HOW_TO_READ = (
+    ("Words",
+     "<b>reproduced</b> / <b>verified</b>: the declared test rejects in the direction the claim "
+     "predicts (reproduced for a paper's claim, verified for one of ours). "
+     "<b>contradicted</b> / <b>refuted</b>: it rejects in the other direction, or a "
+     "counterexample was found. <b>not shown</b>: neither; absence of evidence, not evidence "
+     "against; the row gives the smallest effect the data could have detected (the interval's "
+     "half-width) so you can tell 'absent' from 'underpowered'. <b>erratum</b>: a typo in a "
+     "printed formula (the paper's own proof uses the right form; the corrected form is checked). "
+     "<b>corrected</b>: the printed statement fails, a corrected form holds. <b>fragile</b>: "
+     "the verdict survives fewer than 80 % of the resamples (listed together below)."),
+    ("Tests",
+     "Paired differences over seeds: a two-sided Student-t 95 % interval (reproduced when it "
+     "lies wholly on the predicted side of 0). Paired runs counted by sign: a two-sided binomial "
+     "sign test at α = 0.05. Several options for one claim (radii, comparisons): every option is "
+     "reported, with Holm-corrected p-values. Deterministic computations (ODEs, closed forms, "
+     "bounds) are checked against a stated tolerance."),
+    ("Margins",
+     "A claim of <i>no</i> effect ('about nothing', 'matters little', 'as well as') is "
+     "reproduced only by an equivalence test (two one-sided tests): the 90 % interval must lie "
+     "inside ±margin; an interval that merely contains 0 shows nothing. The margin is declared on "
+     "the row (for the LLM confirmation: half the experiment's main effect, FT+UP − FT)."),
+    ("n",
+     "Each row states n (seeds or paired runs; none for a deterministic computation) and its "
+     "test. A seed-based row with n < 3 is 'not shown (n = k)' whatever its numbers say."),
+    ("Stability",
+     "The share of resamples giving the same verdict: a bootstrap over seeds or runs (every "
+     "resample enumerated for 3-5 seeds), or leaving one batch of runs out at a time. A row "
+     "whose summary keeps no per-seed values says so."),
+    ("Metric",
+     "Where our metric differs from the paper's (held-out loss for benchmark accuracy), the "
+     "row's first words say so. Results are at CPU scale unless a row says otherwise."),
+)  # fmt: skip
+
+
+def evidence_text(f) -> str:
+    """``n = 3 · paired t · stability 89% (exact bootstrap over seeds)`` for a finding."""
+    if not (f.test or f.n is not None or f.resampling):
+        return ""
+    bits = [f"n = {f.n}"] if f.n is not None else []
+    if f.test:
+        bits.append(f.test)
+    if f.n is None and not any(w in f.test for w in ("deterministic", "measured")):
+        bits.insert(0, "no seeds")
+    if f.stability is not None:
+        bits.append(
+            f"stability {f.stability:.0%} ({f.resampling})" + (", FRAGILE" if f.fragile else "")
+        )
+    elif f.resampling and f.resampling != "deterministic: nothing to resample":
+        bits.append(f"stability {f.resampling}")
+    return " · ".join(bits)
+
+
+def _how_html() -> str:
+    items = "".join(f"<li><b>{k}.</b> {v}</li>" for k, v in HOW_TO_READ)
+    return f"<h2 id='how-to-read'>How to read a verdict</h2><ul class='how'>{items}</ul>"
+
+
+def _how_md() -> list[str]:
+    import re
+
+    lines = ["## How to read a verdict", ""]
+    for k, v in HOW_TO_READ:
+        text = re.sub(r"</?b>", "**", re.sub(r"</?i>", "*", v))
+        lines.append(f"- **{k}.** {text}")
+    return lines + [""]
+
+
+def _fragile(rows) -> list:
+    return [r for r in rows if r.finding.fragile]
 
 
 COLS = (
@@ -143,24 +220,40 @@ def render_html(
         "(rebuild this page with <code>python -m figures report</code>; refresh the summaries "
         "from new runs with <code>python -m figures summaries</code>). Empirical results are at "
         "CPU scale unless a row says otherwise.</p>",
+        _how_html(),
+        "<h2 id='counts'>Verdicts by group</h2>",
         "<table class='counts'><tr><th>group</th>"
         + "".join(
             f"<th><span class='verdict {VERDICT_CLASS[v]}'>{_esc(v)}</span></th>" for v in used
         )
-        + "<th>claims</th></tr>",
+        + "<th>claims</th><th><a href='#fragile'>fragile</a></th></tr>",
     ]
     for gkey in GROUPS:
         c = counts.get(gkey, collections.Counter())
         short = GROUP_SHORT[gkey]
+        nf = sum(1 for r in _fragile(rows) if r.claim.group == gkey)
         parts.append(
             f"<tr><td><a href='#group-{gkey}'>{_esc(short)}</a></td>"
             + "".join(f"<td>{c[v] or ''}</td>" for v in used)
-            + f"<td>{sum(c.values())}</td></tr>"
+            + f"<td>{sum(c.values())}</td><td>{nf or ''}</td></tr>"
         )
     parts.append(
         "<tr><th>all</th>"
         + "".join(f"<th>{sum(counts[g][v] for g in counts) or ''}</th>" for v in used)
-        + f"<th>{len(rows)}</th></tr></table>"
+        + f"<th>{len(rows)}</th><th>{len(_fragile(rows)) or ''}</th></tr></table>"
+    )
+    frag = _fragile(rows)
+    parts.append("<h3 id='fragile'>Fragile rows (stable in &lt; 80 % of resamples)</h3>")
+    parts.append(
+        "<ul>"
+        + "".join(
+            f"<li><a href='#claim-{_esc(r.claim.id)}'>{_esc(r.claim.id)}</a>: "
+            f"{_esc(r.finding.verdict)}, {_esc(evidence_text(r.finding))}</li>"
+            for r in frag
+        )
+        + "</ul>"
+        if frag
+        else "<p>None.</p>"
     )
     if provenance:
         commits = sorted({str(p.get("summary_commit"))[:10] for p in provenance.values()})
@@ -235,6 +328,9 @@ def _html_row(n: int, r: Row, figures, out_dir: Path, embed: bool) -> str:
                 else _esc(c.figure)
             )
     rule = f"<span class='rule'>{_esc(f.rule)}</span>" if f.rule else ""
+    evid = evidence_text(f)
+    if evid:
+        rule += f"<span class='evidence{' fragile' if f.fragile else ''}'>{_esc(evid)}</span>"
     return (
         f"<tr id='claim-{_esc(c.id)}' class='claim-row'><td class='num'>{n}</td>"
         f"<td class='claim'>{_esc(c.text)}</td><td>{_esc(c.where)}</td>"
@@ -280,17 +376,23 @@ def render_markdown(
         "summaries: `python -m figures summaries`).",
         "",
     ]
+    lines += _how_md()
     lines += [
-        "| group | " + " | ".join(V.VERDICTS) + " | claims |",
-        "|---|" + "---:|" * (len(V.VERDICTS) + 1),
+        "| group | " + " | ".join(V.VERDICTS) + " | claims | fragile |",
+        "|---|" + "---:|" * (len(V.VERDICTS) + 2),
     ]
+    frag = _fragile(rows)
     for gkey in GROUPS:
         c = counts.get(gkey, collections.Counter())
+        nf = sum(1 for r in frag if r.claim.group == gkey)
         lines.append(
             f"| {GROUP_SHORT[gkey]} | "
             + " | ".join(str(c[v] or "") for v in V.VERDICTS)
-            + f" | {sum(c.values())} |"
+            + f" | {sum(c.values())} | {nf or ''} |"
         )
+    lines += ["", "### Fragile rows (stable in < 80 % of resamples)", ""]
+    lines += [f"- `{r.claim.id}`: {r.finding.verdict}, {_md(evidence_text(r.finding))}"
+              for r in frag] or ["None."]  # fmt: skip
     n = 0
     for gkey, gname in GROUPS.items():
         grows = [r for r in rows if r.claim.group == gkey]
@@ -314,7 +416,8 @@ def render_markdown(
                 fig = c.figure
             lines.append(
                 f"| {n} | {_md(c.text)} | {_md(c.where)} | {_md(c.paper)} | "
-                f"{_md(f.ours)} | **{f.verdict}**{f' ({_md(f.rule)})' if f.rule else ''} | {fig} | "
+                f"{_md(f.ours)} | **{f.verdict}**{f' ({_md(f.rule)})' if f.rule else ''}"
+                f"{f'; {_md(evidence_text(f))}' if evidence_text(f) else ''} | {fig} | "
                 f"`{_md(r.command)}` |"
             )
     if figures:

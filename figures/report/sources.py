@@ -62,6 +62,11 @@ def _f(x) -> float | None:
     return None if not np.isfinite(x) else x
 
 
+def _sig(x, digits: int = 4) -> float:
+    """``x`` to ``digits`` significant digits (per-seed lists of data stored at 4 digits)."""
+    return float(f"{float(x):.{digits}g}")
+
+
 def _stats(values) -> dict:
     """n, mean, sd, median, quartiles, min, max of the finite values."""
     v = np.asarray(values, dtype=float).ravel()
@@ -199,6 +204,20 @@ def _la_theory_vs_sim(results_dir: Path) -> dict:
 # ----------------------------------------------------------------------------- LLM confirmation
 
 
+def paired_per_seed(pairs: dict, a: str, b: str, metric: str) -> list[float] | None:
+    """Per-seed ``a − b`` from :func:`confirm_numbers`'s ``pairs``.
+
+    Two pairs against FT are subtracted (same seeds) when ``a-b`` itself is not stored;
+    ``None`` when a variant was not run.
+    """
+    if f"{a}-{b}" in pairs:
+        return list(pairs[f"{a}-{b}"][metric]["per_seed"])
+    if f"{a}-ft" in pairs and f"{b}-ft" in pairs:
+        x, y = pairs[f"{a}-ft"][metric]["per_seed"], pairs[f"{b}-ft"][metric]["per_seed"]
+        return [p - q for p, q in zip(x, y, strict=True)]
+    return None
+
+
 def confirm_numbers(ds) -> dict:
     """The confirmation's paired differences, entropies and hard cluster, from its aggregate.
 
@@ -323,6 +342,28 @@ def _markov_single(rel: str) -> Callable[[Path], dict]:
     return numbers
 
 
+def _markov_seeds(results_dir: Path) -> dict:
+    """The extra seeds of the one-seed Markov rows (:mod:`figures.report.reruns`).
+
+    ``{fig: [run numbers with "seed"], ...}`` in seed order; seed 0 is the figure's own source.
+    """
+    import re
+
+    out: dict[str, list[dict]] = {}
+    for path in sorted(Path(results_dir).glob("markov/seeds/*_seed*.nc")):
+        m = re.fullmatch(r"(.+)_seed(\d+)\.nc", path.name)
+        if not m:
+            continue
+        r = markov_run_numbers(_nc(results_dir, f"markov/seeds/{path.name}"))
+        keep = ("group_times", "n_stages", "order_ok", "heads_on_first", "n_heads",
+                "final_assignment", "kl_min_step", "n_patterns")  # what the rows read
+        out.setdefault(m.group(1), []).append({"seed": int(m.group(2)),
+                                               **{k: r[k] for k in keep}})  # fmt: skip
+    for v in out.values():
+        v.sort(key=lambda r: r["seed"])
+    return out
+
+
 def _markov_fig10(results_dir: Path) -> dict:
     from sims.markov import tensor_dynamics as T
 
@@ -428,10 +469,14 @@ def _markov_beyond(results_dir: Path) -> dict:
     e0 = ds.ode_entropy_times.sel(rho=0.0).values
     for r in ds.rho.values:
         e = ds.ode_entropy_times.sel(rho=r).values
-        ode[f"{float(r):g}"] = {"entropy": _stats(e), "gain": _stats(e - e0),
+        ode[f"{float(r):g}"] = {"entropy": _stats(e), "gain": {**_stats(e - e0), "per_seed": [
+                                    _sig(x) for x in (e - e0) if np.isfinite(x)]},
                                 "n_positive": int((e - e0 > 0).sum())}  # fmt: skip
     mm = ds[["mm_gain_times"]].rename({"mm_gain_times": "gain_times", "mm_seed": "seed"})
     gains = paired_gains(mm)
+    for k in gains:  # the per-seed gains behind each mean (the page's t-tests and bootstrap)
+        x = mm.gain_times.sel(run=k).values
+        gains[k]["per_seed"] = [_sig(v) for v in x if np.isfinite(v)]
     t3 = ds.mm_pattern_time.sel(group=3)
     shift = (t3 - t3.sel(run="adamw")).mean("mm_seed")
     out = {
@@ -481,6 +526,37 @@ def _sosd_bridge(results_dir: Path) -> dict:
             "n_earlier_than_gd": int((on < gd).sum()),
             "n_paired": int((np.isfinite(on) & np.isfinite(gd)).sum()),
         }
+    pooled = bridge_batches(results_dir)
+    if pooled:
+        out["pooled"] = pooled
+    return out
+
+
+def bridge_batches(results_dir: Path) -> dict[str, list[dict]]:
+    """The bridge's onsets per batch (seed) and value init, from ``sosd_bridge/la_seed*.nc``.
+
+    Kept in the numbers only (``numbers/sosd_bridge.json``, key ``pooled``), not as data files:
+    the figure reads them from there when the batches are not in ``results/``.
+
+    ``{value_init: [{"seed", "gd", "gd_upsample", "sam"}, ...]}`` (onset per run, ``None`` where
+    the detector found none), batches in seed order.
+    """
+    import re
+
+    out: dict[str, list[dict]] = {}
+    for path in sorted(Path(results_dir).glob("sosd_bridge/la_seed*.nc")):
+        m = re.fullmatch(r"la_seed(\d+)(_valuerow)?\.nc", path.name)
+        if not m:
+            continue
+        ds = _nc(results_dir, f"sosd_bridge/{path.name}")
+        init = "value-row" if m.group(2) else "linattn-icl"
+        rec = {"seed": int(m.group(1))}
+        for arm in ("gd", "gd_upsample", "sam"):
+            rec[arm] = [int(x) if np.isfinite(x) and x == int(x) else _f(x)
+                        for x in ds.onset.sel(arm=arm).values]  # steps: ints, None for none
+        out.setdefault(init, []).append(rec)
+    for v in out.values():
+        v.sort(key=lambda r: r["seed"])
     return out
 
 
@@ -849,6 +925,7 @@ _add(
         _llm_confirm_ep5,
         producer=CONFIRM_EP5,
     ),
+    Source("markov_seeds", {}, _markov_seeds, producer="python -m figures.report.reruns"),
 )
 
 

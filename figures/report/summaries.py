@@ -106,7 +106,11 @@ def _write_source(s: Source, results_dir: Path, root: Path, commit: dict) -> Non
         "results": files,
     }
     if not files:  # a numbers-only source: record the results its numbers come from
-        provenance["results"] = {rel: result_meta(Path(results_dir) / rel) for rel in _inputs(s)}
+        provenance["results"] = {
+            hit: result_meta(Path(results_dir) / hit)
+            for rel in _inputs(s)
+            for hit in _expand(results_dir, rel)
+        }
     store.write_summary_json(
         store.numbers_path(s.name, root),
         {"source": s.name, "numbers": numbers, "provenance": provenance},
@@ -114,7 +118,10 @@ def _write_source(s: Source, results_dir: Path, root: Path, commit: dict) -> Non
 
 
 #: Result files a numbers-only source reads (for its provenance and its "missing" check).
-_NUMBER_INPUTS = {"llm_confirm_ep5": ("llm/confirm_cpu_ep5/results.nc",)}
+_NUMBER_INPUTS = {
+    "llm_confirm_ep5": ("llm/confirm_cpu_ep5/results.nc",),
+    "markov_seeds": ("markov/seeds/*_seed*.nc",),
+}
 
 
 def _inputs(s: Source) -> tuple[str, ...]:

@@ -10,19 +10,36 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 __all__ = [
     "REPRODUCED",
+    "NOT_SHOWN",
     "NOT_REPRODUCED",
     "CONTRADICTED",
     "VERIFIED",
     "REFUTED",
+    "ERRATUM",
     "CORRECTED",
     "ERRATUM",
     "NOT_CHECKABLE",
     "NEEDS_GPU",
     "NO_RESULT",
     "VERDICTS",
+    "DECISIVE",
+    "FRAGILE_BELOW",
+    "MIN_N",
     "Finding",
+    "t_interval",
+    "t_interval_stats",
+    "t_pvalue",
+    "paired_t_rule",
+    "paired_t_rule_stats",
+    "tost_rule",
+    "holm",
+    "bootstrap_stability",
+    "leave_one_out_stability",
+    "gate_small_n",
     "interval_rule",
     "count_rule",
     "all_rule",
@@ -32,10 +49,16 @@ __all__ = [
 ]
 
 REPRODUCED = "reproduced"
-NOT_REPRODUCED = "not reproduced"
+#: Neither the claim's direction nor the other was shown: absence of evidence, not evidence of
+#: absence (the row gives the smallest effect the data could have detected).
+NOT_SHOWN = "not shown"
+#: The old name of :data:`NOT_SHOWN` (kept for callers; the page says "not shown").
+NOT_REPRODUCED = NOT_SHOWN
 CONTRADICTED = "contradicted"
 VERIFIED = "verified"
 REFUTED = "refuted"
+#: A typo in a printed formula whose corrected form the paper itself uses (theory rows).
+ERRATUM = "erratum"
 CORRECTED = "corrected"
 #: a typo in a printed formula (sign, transpose, factor, index) where the paper's own proof or
 #: neighbouring equations use the correct form; the corrected form is verified (not a refutation)
@@ -47,16 +70,24 @@ NO_RESULT = "no result yet"
 #: Every verdict the page can show, in the order of its legend.
 VERDICTS = (
     REPRODUCED,
-    NOT_REPRODUCED,
+    NOT_SHOWN,
     CONTRADICTED,
     VERIFIED,
     REFUTED,
+    ERRATUM,
     CORRECTED,
     ERRATUM,
     NOT_CHECKABLE,
     NEEDS_GPU,
     NO_RESULT,
 )
+
+#: Verdicts that say the evidence decided something (a seed-based row needs n >= MIN_N for them).
+DECISIVE = (REPRODUCED, CONTRADICTED, VERIFIED, REFUTED)
+#: A seed-based row with fewer independent runs than this is "not shown (n = k)".
+MIN_N = 3
+#: A row whose verdict survives fewer than this share of resamples is marked fragile.
+FRAGILE_BELOW = 0.8
 
 #: ``python -m theory`` verdicts → the page's (the caveat goes into the "ours" column).
 THEORY_VERDICTS = {
@@ -73,60 +104,320 @@ THEORY_VERDICTS = {
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """What we found for one claim: the verdict, our numbers in words, the rule applied."""
+    """What we found for one claim: the verdict, our numbers in words, the rule applied.
+
+    Attributes:
+        verdict: one of :data:`VERDICTS`.
+        ours: our numbers in words.
+        rule: the rule that turned them into the verdict.
+        n: independent units behind the verdict (seeds, paired runs); ``None`` for a
+            deterministic computation (an ODE, a closed form), where resampling means nothing.
+        test: the test (or check) the rule applies, in a few words.
+        stability: share of resamples (bootstrap over seeds/runs, or leave one batch out) that
+            give the same verdict; ``None`` when it cannot be resampled (see ``resampling``).
+        resampling: how ``stability`` was computed, or why there is none.
+    """
 
     verdict: str
     ours: str
     rule: str = ""
+    n: int | None = None
+    test: str = ""
+    stability: float | None = None
+    resampling: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
             raise ValueError(f"unknown verdict {self.verdict!r}; one of {VERDICTS}.")
+        if self.stability is not None and not 0 <= self.stability <= 1:
+            raise ValueError(f"`stability` must be in [0, 1]; got {self.stability!r}.")
+
+    @property
+    def fragile(self) -> bool:
+        """The verdict survives fewer than :data:`FRAGILE_BELOW` of the resamples."""
+        return self.stability is not None and self.stability < FRAGILE_BELOW
+
+
+def gate_small_n(f: Finding, min_n: int = MIN_N) -> Finding:
+    """A seed-based finding on fewer than ``min_n`` runs becomes *not shown (n = k)*.
+
+    Whatever its numbers say; they stay in ``ours`` and the rule says what they would give.
+    """
+    if f.n is None or f.n >= min_n or f.verdict not in DECISIVE + (NOT_SHOWN,):
+        return f
+    return dataclasses.replace(
+        f,
+        verdict=NOT_SHOWN,
+        rule=f"n = {f.n} < {min_n}: not shown (n = {f.n}) whatever the numbers say; "
+        f"the rule at enough n would give '{f.verdict}' ({f.rule.removeprefix('rule: ')})",
+    )
+
+
+# ----------------------------------------------------------------------------- t statistics
+
+
+def _values(values) -> np.ndarray:
+    x = np.asarray(values, dtype=float).ravel()
+    if x.size and not np.all(np.isfinite(x)):
+        raise ValueError(f"`values` must be finite; got {values!r}.")
+    return x
+
+
+def t_interval(values, level: float = 0.95) -> tuple[float, float, float, float]:
+    """Mean and two-sided ``level`` Student-t interval of the mean: ``(mean, lo, hi, half)``.
+
+    ``half = t_{(1+level)/2, n-1} · s / √n`` (``s`` the sample SD, ddof 1); NaN below 2 values.
+    """
+    from scipy.stats import t
+
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must be in (0, 1); got {level!r}.")
+    x = _values(values)
+    n = x.size
+    if n < 2:
+        m = float(x[0]) if n else math.nan
+        return m, math.nan, math.nan, math.nan
+    m = float(x.mean())
+    half = float(t.ppf(0.5 + level / 2, n - 1) * x.std(ddof=1) / math.sqrt(n))
+    return m, m - half, m + half, half
+
+
+def t_interval_stats(
+    mean: float, sd: float, n: int, level: float = 0.95
+) -> tuple[float, float, float, float]:
+    """:func:`t_interval` from a summary's mean, SD (ddof 1) and n: ``(mean, lo, hi, half)``."""
+    from scipy.stats import t
+
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must be in (0, 1); got {level!r}.")
+    if n < 2 or not math.isfinite(sd):
+        return float(mean), math.nan, math.nan, math.nan
+    half = float(t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n))
+    return float(mean), mean - half, mean + half, half
+
+
+def t_pvalue(values) -> float:
+    """Two-sided one-sample t-test of mean 0 (NaN below 2 values; 0 or 1 at zero spread)."""
+    from scipy.stats import t
+
+    x = _values(values)
+    n = x.size
+    if n < 2:
+        return math.nan
+    sd = x.std(ddof=1)
+    if sd == 0:
+        return 1.0 if x.mean() == 0 else 0.0
+    stat = x.mean() / (sd / math.sqrt(n))
+    return float(2 * t.sf(abs(stat), n - 1))
+
+
+def paired_t_rule(
+    values, *, expect: str, paper: bool = True, alpha: float = 0.05, unit: str = ""
+) -> tuple[str, str]:
+    """A directional claim on paired differences, three-way from a two-sided t-interval.
+
+    The interval is the ``1 − alpha`` Student-t interval of the mean (equivalently the
+    two-sided one-sample t-test at ``alpha``).
+
+    Interval on the predicted side of 0: reproduced (verified); on the other side: contradicted
+    (refuted); containing 0: *not shown*, with the interval's half-width: the smallest effect
+    these seeds could have detected.
+    """
+    if expect not in ("negative", "positive"):
+        raise ValueError(f"`expect` must be 'negative' or 'positive'; got {expect!r}.")
+    m, lo, hi, half = t_interval(values, 1 - alpha)
+    return _directional(m, lo, hi, half, expect, paper, alpha, unit, len(_values(values)))
+
+
+def paired_t_rule_stats(
+    mean: float,
+    sd: float,
+    n: int,
+    *,
+    expect: str,
+    paper: bool = True,
+    alpha: float = 0.05,
+    unit: str = "",
+) -> tuple[str, str]:
+    """:func:`paired_t_rule` from a summary's mean, SD (ddof 1) and n."""
+    if expect not in ("negative", "positive"):
+        raise ValueError(f"`expect` must be 'negative' or 'positive'; got {expect!r}.")
+    m, lo, hi, half = t_interval_stats(mean, sd, n, 1 - alpha)
+    return _directional(m, lo, hi, half, expect, paper, alpha, unit, n)
+
+
+def _directional(m, lo, hi, half, expect, paper, alpha, unit, n) -> tuple[str, str]:
+    yes, no = (REPRODUCED, CONTRADICTED) if paper else (VERIFIED, REFUTED)
+    side = "below" if expect == "negative" else "above"
+    other = "above" if side == "below" else "below"
+    head = f"rule: paired t, {1 - alpha:.0%} interval {side} 0 = {yes}, {other} 0 = {no}"
+    if math.isnan(half):
+        return NOT_SHOWN, head + f", else not shown (needs >= 2 seeds; n = {n})"
+    below, above = hi < 0, lo > 0
+    want, other = (below, above) if expect == "negative" else (above, below)
+    verdict = yes if want else (no if other else NOT_SHOWN)
+    rule = head + ", else not shown"
+    if verdict == NOT_SHOWN:
+        rule += (
+            f"; smallest detectable effect ±{half:.2g}{' ' + unit if unit else ''} "
+            "(the interval's half-width)"
+        )
+    return verdict, rule
+
+
+def tost_rule(
+    values,
+    *,
+    margin: float,
+    paper: bool = True,
+    alpha: float = 0.05,
+    unit: str = "",
+    why: str = "",
+) -> tuple[str, str]:
+    """A claim of *no* effect: two one-sided tests (TOST) against ``±margin``.
+
+    Reproduced (verified) only when the ``1 − 2 alpha`` t-interval (90 % at the default) lies
+    inside ``(−margin, margin)``; contradicted (refuted) when it lies wholly outside
+    ``[−margin, margin]`` (a one-sided test at ``alpha`` that the effect exceeds the margin);
+    otherwise not shown. ``why`` says where the margin comes from (it is stated on the row).
+    """  # noqa: D401
+    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin > 0):
+        raise ValueError(f"`margin` must be a finite number > 0; got {margin!r}.")
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"`alpha` must be in (0, 0.5); got {alpha!r}.")
+    yes, no = (REPRODUCED, CONTRADICTED) if paper else (VERIFIED, REFUTED)
+    level = 1 - 2 * alpha
+    m, lo, hi, _ = t_interval(values, level)
+    u = f" {unit}" if unit else ""
+    rule = (
+        f"rule: equivalence (TOST, α = {alpha:g}): the {level:.0%} t-interval inside ±{margin:.2g}"
+        f"{u} = {yes}, wholly outside = {no}, else not shown" + (f"; margin {why}" if why else "")
+    )
+    if math.isnan(lo):
+        return NOT_SHOWN, rule + f" (needs >= 2 seeds; n = {len(_values(values))})"
+    if -margin < lo and hi < margin:
+        verdict = yes
+    elif lo > margin or hi < -margin:
+        verdict = no
+    else:
+        verdict = NOT_SHOWN
+    return verdict, rule + f"; {level:.0%} interval [{lo:+.2g}, {hi:+.2g}]{u}"
+
+
+def holm(pvalues) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error over the options, any dependence).
+
+    ``p_(i) adj = max_{j <= i} min(1, (m − j + 1) p_(j))`` over the sorted p-values.
+    """
+    p = [float(x) for x in pvalues]
+    if any(not (0 <= x <= 1) for x in p):
+        raise ValueError(f"`pvalues` must lie in [0, 1]; got {pvalues!r}.")
+    m = len(p)
+    order = sorted(range(m), key=p.__getitem__)
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+# ----------------------------------------------------------------------------- stability
+
+
+def bootstrap_stability(
+    rows, decide, *, n_boot: int = 2000, seed: int = 0, exact_below: int = 5000
+) -> float:
+    """Share of bootstrap resamples of ``rows`` that give the verdict ``decide(rows)`` gives.
+
+    ``rows`` are seeds or runs, drawn with replacement; ``decide(resample)`` is the row's rule.
+
+    Every one of the ``n^n`` ordered resamples is enumerated when ``n^n <= exact_below`` (so the
+    share is exact: 3 seeds → 27 resamples); otherwise ``n_boot`` random ones (``seed``).
+    """
+    rows = list(rows)
+    n = len(rows)
+    if n == 0:
+        raise ValueError("`rows` is empty: nothing to resample.")
+    ref = decide(rows)
+    if n**n <= exact_below:
+        import itertools
+
+        draws = itertools.product(range(n), repeat=n)
+        total = n**n
+    else:
+        rng = np.random.default_rng(seed)
+        draws = (rng.integers(0, n, n) for _ in range(n_boot))
+        total = n_boot
+    same = sum(decide([rows[i] for i in idx]) == ref for idx in draws)
+    return same / total
+
+
+def leave_one_out_stability(groups, decide) -> float:
+    """Share of leave-one-group-out resamples that give the verdict ``decide(groups)`` gives.
+
+    One batch of runs is left out at a time; ``decide`` takes the list of remaining groups.
+    """
+    groups = list(groups)
+    if len(groups) < 2:
+        raise ValueError(f"need >= 2 groups to leave one out; got {len(groups)}.")
+    ref = decide(groups)
+    same = sum(decide(groups[:i] + groups[i + 1 :]) == ref for i in range(len(groups)))
+    return same / len(groups)
+
+
+# ----------------------------------------------------------------------------- simple rules
 
 
 def interval_rule(lo: float, hi: float, *, expect: str, paper: bool = True) -> tuple[str, str]:
     """A 95 % interval of a paired difference against the sign the claim predicts.
 
-    ``expect`` is ``"negative"``, ``"positive"`` (the claim predicts that sign) or ``"zero"`` (the
-    claim predicts no difference). The interval on the predicted side of 0 reproduces (verifies,
-    for ``paper=False``) the claim; one on the other side contradicts (refutes) it; one that
-    contains 0 does not reproduce a predicted effect and reproduces a predicted absence (an
-    interval that excludes 0 contradicts a predicted absence).
+    ``expect`` is ``"negative"`` or ``"positive"`` (the claim predicts that sign). The interval
+    on the predicted side of 0 reproduces (verifies, for ``paper=False``) the claim; one on the
+    other side contradicts (refutes) it; one that contains 0 shows neither (*not shown*, with
+    its half-width). A claim of no difference needs a margin: :func:`tost_rule`.
     """
-    if expect not in ("negative", "positive", "zero"):
-        raise ValueError(f"`expect` must be 'negative', 'positive' or 'zero'; got {expect!r}.")
-    yes, no = (REPRODUCED, CONTRADICTED) if paper else (VERIFIED, REFUTED)
-    if math.isnan(lo) or math.isnan(hi):
-        return NOT_REPRODUCED if paper else REFUTED, "rule: needs a 95 % interval (>= 2 seeds)"
-    below, above = hi < 0, lo > 0
     if expect == "zero":
-        verdict = yes if not (below or above) else no
-        return verdict, f"rule: 95 % interval containing 0 = {yes}, excluding 0 = {no}"
-    want, other = (below, above) if expect == "negative" else (above, below)
-    verdict = yes if want else (no if other else (NOT_REPRODUCED if paper else REFUTED))
-    return (
-        verdict,
-        f"rule: 95 % interval {'below' if expect == 'negative' else 'above'} 0 "
-        f"= {yes}, on the other side = {no}, containing 0 = not shown",
-    )
+        raise ValueError(
+            "`expect='zero'`: an interval containing 0 does not show the absence of an effect; "
+            "use tost_rule(values, margin=...) with a declared equivalence margin."
+        )
+    if expect not in ("negative", "positive"):
+        raise ValueError(f"`expect` must be 'negative' or 'positive'; got {expect!r}.")
+    half = (hi - lo) / 2
+    return _directional((lo + hi) / 2, lo, hi, half, expect, paper, 0.05, "", 0)
 
 
-def count_rule(k: int, n: int, *, at_least: float, paper: bool = True) -> tuple[str, str]:
-    """``k`` of ``n`` cases agree with the claim: reproduced when ``k/n >= at_least``."""
+def count_rule(
+    k: int, n: int, *, at_least: float, paper: bool = True, against: str | None = None
+) -> tuple[str, str]:
+    """``k`` of ``n`` cases agree: reproduced (verified) when ``k/n >= at_least``.
+
+    Else *not shown* (a share below a threshold rejects nothing) or ``against``.
+    """
     if n <= 0:
         return NO_RESULT, "rule: no cases"
     ok = k / n >= at_least
-    yes, no = (REPRODUCED, NOT_REPRODUCED) if paper else (VERIFIED, REFUTED)
-    return (yes if ok else no), f"rule: {yes} when at least {at_least:.0%} of cases agree"
+    yes = REPRODUCED if paper else VERIFIED
+    no = against or NOT_SHOWN
+    return (yes if ok else no), (
+        f"rule: {yes} when at least {at_least:.0%} of cases agree, else {no}"
+    )
 
 
-def all_rule(flags, *, paper: bool = True) -> tuple[str, str]:
-    """Every case agrees with the claim."""
+def all_rule(flags, *, paper: bool = True, against: str | None = None) -> tuple[str, str]:
+    """Every case agrees with the claim.
+
+    Else *not shown*, or ``against`` where one failing case is a counterexample.
+    """
     flags = [bool(f) for f in flags]
-    yes, no = (REPRODUCED, NOT_REPRODUCED) if paper else (VERIFIED, REFUTED)
+    yes = REPRODUCED if paper else VERIFIED
+    no = against or NOT_SHOWN
     if not flags:
         return NO_RESULT, "rule: no cases"
-    return (yes if all(flags) else no), f"rule: {yes} when every case agrees ({len(flags)} here)"
+    return (yes if all(flags) else no), (
+        f"rule: {yes} when every case agrees ({len(flags)} here), else {no}"
+    )
 
 
 def threshold_rule(
@@ -139,13 +430,13 @@ def threshold_rule(
 ) -> tuple[str, str]:
     """``value`` below (or above) a threshold supports the claim.
 
-    ``against`` names the verdict when the threshold is missed (default: not reproduced /
-    refuted).
+    ``against`` names the verdict when the threshold is missed (default: *not shown*: missing a
+    threshold is not a test that rejects the claim).
     """
     if (below is None) == (above is None):
         raise ValueError("give exactly one of `below` and `above`.")
-    yes, no = (REPRODUCED, NOT_REPRODUCED) if paper else (VERIFIED, REFUTED)
-    no = against or no
+    yes = REPRODUCED if paper else VERIFIED
+    no = against or NOT_SHOWN
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return NO_RESULT, "rule: value missing"
     ok = value < below if below is not None else value > above
@@ -160,7 +451,7 @@ def sign_test_rule(
 
     A two-sided binomial sign test at level ``alpha``: significant in the predicted direction
     reproduces (verifies) the claim, significant in the other contradicts (refutes) it, and not
-    significant does not reproduce it.
+    significant is *not shown*.
     """
     from scipy.stats import binomtest
 
@@ -173,11 +464,11 @@ def sign_test_rule(
     yes, no = (REPRODUCED, CONTRADICTED) if paper else (VERIFIED, REFUTED)
     up = k > n - k
     if p >= alpha or k == n - k:
-        verdict = NOT_REPRODUCED if paper else REFUTED
+        verdict = NOT_SHOWN
     else:
         verdict = yes if up == (expect == "positive") else no
     return verdict, (
         f"rule: two-sided sign test over {n} paired runs ({k} positive, "
         f"p = {p:.2g}); p < {alpha:g} in the predicted direction = {yes}, in the "
-        f"other = {no}"
+        f"other = {no}, else not shown"
     )

@@ -32,6 +32,7 @@ __all__ = [
     "AttnSParams",
     "AttnMParams",
     "MODELS",
+    "VALUE_INITS",
     "output_scale",
     "merged_matrix",
     "init_params",
@@ -43,6 +44,12 @@ __all__ = [
 ]
 
 MODELS = ("attn_s", "attn_m")
+
+#: ATTN_S value initializations (:func:`init_params`): ``"linattn-icl"`` (the default, std
+#: ``init/√(H(d+1)²)``, as ``linattn-icl``'s value ``nn.Linear``) and ``"value-row"`` (std
+#: ``init/√(H(d+1))``, the package's value init before commit 4d1fae3 "linattn-icl value init";
+#: √(d+1) = √5 larger at d = 4).
+VALUE_INITS = ("linattn-icl", "value-row")
 
 
 class AttnSParams(NamedTuple):
@@ -91,6 +98,7 @@ def init_params(
     model: Literal["attn_s", "attn_m"] = "attn_s",
     rank: int = 1,
     init_scale: float = 0.01,
+    value_init: Literal["linattn-icl", "value-row"] = "linattn-icl",
 ) -> AttnSParams | AttnMParams:
     """Small Gaussian initialization, as Zhang et al.'s ``linattn-icl`` (``net.py``) does.
 
@@ -101,9 +109,14 @@ def init_params(
     ``init / √(H (d+1)²)`` (``0.01/√125`` at the anchor's d = 4, H = 5).
     ATTN_M (``Attention_Merge._init_weights``): every weight is ``N(0, init²)`` (no ``numel``).
 
+    ``value_init="value-row"`` (ATTN_S only) draws ``v_h`` with std ``init / √(H (d+1))``
+    instead, the value of a single ``H (d+1)`` row, as the package did before commit 4d1fae3
+    ("linattn-icl value init"); the same key gives the same draws, ``√(d+1)`` times larger. The
+    SoSD bridge's onset-under-upsampling finding depends on this choice (issue 28).
+
     Raises:
-        ValueError: for ``n_heads < 1``, ``d < 1``, ``rank < 1``, ``init_scale < 0`` or an unknown
-            ``model``.
+        ValueError: for ``n_heads < 1``, ``d < 1``, ``rank < 1``, ``init_scale < 0``, an unknown
+            ``model`` or an unknown ``value_init``.
     """
     for name, val in (("d", d), ("n_heads", n_heads), ("rank", rank)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
@@ -112,6 +125,8 @@ def init_params(
         raise ValueError(f"`init_scale` must be finite and >= 0; got {init_scale!r}.")
     if model not in MODELS:
         raise ValueError(f"`model` must be one of {MODELS}; got {model!r}.")
+    if value_init not in VALUE_INITS:
+        raise ValueError(f"`value_init` must be one of {VALUE_INITS}; got {value_init!r}.")
     # The draws come from JAX; the keys are split off and the draws multiplied in numpy, so a
     # cold process compiles 4 small programs instead of 9 (~0.2 s at the start of an
     # experiment). Products are correctly rounded in both, so the numbers are the same bit for
@@ -122,7 +137,8 @@ def init_params(
         return np.asarray(jax.random.normal(k, shape))
 
     if model == "attn_s":
-        v = jnp.asarray(normal(kv, (n_heads,)) * init_scale) / np.sqrt(n_heads * (d + 1) ** 2)
+        fan = n_heads * (d + 1) ** (2 if value_init == "linattn-icl" else 1)
+        v = jnp.asarray(normal(kv, (n_heads,)) * init_scale) / np.sqrt(fan)
         std = init_scale / np.sqrt(n_heads * rank * (d + 1))
         k = normal(kk, (n_heads, rank, d)) * std
         q = normal(kq, (n_heads, rank, d)) * std

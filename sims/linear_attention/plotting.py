@@ -158,7 +158,7 @@ def plot_horizon(ds, path: str | os.PathLike | None = None):
     steps = ds.step.values + 1
     d = ds.feature.size
     paper = int(ds.horizon_step.sel(horizon="paper"))
-    fig, axes = plt.subplots(1, 4, figsize=(21, 4.8), constrained_layout=True)
+    fig, axes = plt.subplots(1, 4, figsize=(21, 6.0), constrained_layout=True)
     gd_curves = ds.test_loss.sel({"method": "gd"}).values
     gd_med, gd_mean = np.median(gd_curves, 0), gd_curves.mean(0)
     both = np.ones_like(gd_med, bool)
@@ -175,7 +175,6 @@ def plot_horizon(ds, path: str | os.PathLike | None = None):
     ax.set_title("Median (solid) and mean (dashed) test loss over runs (zoom on the last saddles)",
                  fontsize=8)  # fmt: skip
     ax.set_ylabel("test (population) loss at that step")
-    ax.legend(fontsize=7)
     ax = axes[1]
     for m in methods:
         if m == "gd":
@@ -195,7 +194,8 @@ def plot_horizon(ds, path: str | os.PathLike | None = None):
         a.set_xscale("log")
         a.set_xlim(max(1.0, paper / 20), steps[-1])  # nothing happens before the first drop
         a.set_xlabel("horizon (full-batch steps, log scale); dotted: the paper's 10,001")
-    axes[1].legend(fontsize=6)
+    for a, ncol in ((axes[0], 2), (axes[1], 2)):  # below the axes, off the data
+        a.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=ncol)
     ax = axes[2]
     for m in methods:
         last = ds.learning_time.sel({"method": m}).values[:, -1]
@@ -206,7 +206,7 @@ def plot_horizon(ds, path: str | os.PathLike | None = None):
     ax.set_xlabel("horizon (full-batch steps, log scale)")
     ax.set_ylabel(f"runs that have learned all {d} features")
     ax.set_title(f"Runs past the last saddle (of {ds.run.size})", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left")  # before the paper's horizon: no run is done
     ax = axes[3]
     ent = [ds.entropy.sel({"method": m}).values for m in methods]
     ax.boxplot([e[np.isfinite(e)] for e in ent], tick_labels=[LABELS[m] for m in methods])

@@ -108,30 +108,37 @@ def test_reduce_keeps_what_is_asked_and_masks_the_rest():
     [
         (-0.03, -0.01, "negative", V.REPRODUCED),
         (0.01, 0.03, "negative", V.CONTRADICTED),
-        (-0.01, 0.01, "negative", V.NOT_REPRODUCED),
+        (-0.01, 0.01, "negative", V.NOT_SHOWN),
         (0.01, 0.03, "positive", V.REPRODUCED),
-        (-0.01, 0.01, "zero", V.REPRODUCED),
-        (-0.03, -0.01, "zero", V.CONTRADICTED),
-        (math.nan, math.nan, "negative", V.NOT_REPRODUCED),
+        (math.nan, math.nan, "negative", V.NOT_SHOWN),
     ],
 )
 def test_interval_rule(lo, hi, expect, verdict):
     assert V.interval_rule(lo, hi, expect=expect)[0] == verdict
 
 
+def test_interval_rule_refuses_a_no_effect_claim_without_a_margin():
+    """An interval containing 0 does not show an absence (issue 28): 'zero' needs TOST."""
+    with pytest.raises(ValueError, match="tost_rule"):
+        V.interval_rule(-0.01, 0.01, expect="zero")
+
+
 def test_sign_test_rule_matches_scipy():
     # 18 of 25 positive: p = 0.043 < 0.05; 17 of 25: p = 0.108
     assert binomtest(18, 25).pvalue < 0.05 < binomtest(17, 25).pvalue
     assert V.sign_test_rule(18 / 25, 25, expect="positive")[0] == V.REPRODUCED
-    assert V.sign_test_rule(17 / 25, 25, expect="positive")[0] == V.NOT_REPRODUCED
+    assert V.sign_test_rule(17 / 25, 25, expect="positive")[0] == V.NOT_SHOWN
     assert V.sign_test_rule(7 / 25, 25, expect="positive")[0] == V.CONTRADICTED
     assert V.sign_test_rule(2 / 25, 25, expect="negative", paper=False)[0] == V.VERIFIED
 
 
 def test_count_all_threshold_rules():
     assert V.count_rule(5, 6, at_least=2 / 3)[0] == V.REPRODUCED
-    assert V.count_rule(3, 6, at_least=2 / 3)[0] == V.NOT_REPRODUCED
-    assert V.all_rule([True, True, False], paper=False)[0] == V.REFUTED
+    assert V.count_rule(3, 6, at_least=2 / 3)[0] == V.NOT_SHOWN
+    # missing a share or a threshold rejects nothing: not shown, unless a counterexample decides
+    assert V.all_rule([True, True, False], paper=False)[0] == V.NOT_SHOWN
+    assert V.all_rule([True, False], paper=False, against=V.REFUTED)[0] == V.REFUTED
+    assert V.threshold_rule(1.5, below=1.0, paper=False)[0] == V.NOT_SHOWN
     assert V.threshold_rule(0.5, below=1.0)[0] == V.REPRODUCED
     assert V.threshold_rule(1.5, below=1.0, against=V.CONTRADICTED)[0] == V.CONTRADICTED
     with pytest.raises(ValueError, match="unknown verdict"):
@@ -205,11 +212,11 @@ def test_summary_data_hydrates_with_what_the_figures_read():
     ("claim_id", "path", "value", "verdict"),
     [
         ("confirm-up-loss", ("llm_confirm", "pairs", "ft_up-ft", "mean_loss"),
-         {"mean": 0.02, "lo": 0.01, "hi": 0.03}, V.CONTRADICTED),
+         {"per_seed": [0.02, 0.021, 0.019]}, V.CONTRADICTED),
         ("fig1-sam-uniform", ("la_fig1", "sam", "long", "entropy_minus_gd", "frac_positive"),
          0.2, V.CONTRADICTED),
         ("thm44-odes", ("sam_entropy", "ordering_holds"), [True, False, True, True, True],
-         V.NOT_REPRODUCED),
+         V.NOT_SHOWN),
         ("sosd-toy-norms", ("sosd_toy", "norm_violations_frobenius"), [0] * 8, V.REPRODUCED),
     ],
 )  # fmt: skip
@@ -295,7 +302,8 @@ def test_confirm_numbers_match_the_known_effects():
     assert n["accuracy_mean"]["pt"] == pytest.approx(1.0)
     rows = {r.claim.id: r.finding for r in C.all_rows({"llm_confirm": n})}
     assert rows["confirm-up-loss"].verdict == V.REPRODUCED
-    assert rows["confirm-entropy"].verdict == V.REPRODUCED
+    # +0.05, +0.05, +0.02: all > 0, but the 95 % t-interval [-0.003, +0.083] contains 0
+    assert rows["confirm-entropy"].verdict == V.NOT_SHOWN
     assert rows["confirm-muon"].verdict == V.NO_RESULT and "--variants" in rows["confirm-muon"].ours
 
 
@@ -308,54 +316,66 @@ def test_committed_findings_markdown_is_up_to_date():
 
 
 #: The verdicts the closing notes of issues 2-16 give, with the numbers behind them (issue 22:
-#: "each verdict matching the closing notes' numbers"). The committed summaries must judge the
-#: same; a changed rule or a new run that flips one fails here and must be argued in a note.
+#: "each verdict matching the closing notes' numbers"), as issue 28 restated them at the
+#: strength of their evidence (three-way tests, equivalence margins, n >= 3). The committed
+#: summaries must judge the same; a changed rule or a new run that flips one fails here and must
+#: be argued in a note. ``not shown`` was ``not reproduced`` before issue 28 (the same verdict).
 NOTES = {
     # seed 000 and beyond (issues 2, 4, 13, 15)
-    "fig1-median-loss": V.NOT_REPRODUCED, "fig1-sam-uniform": V.REPRODUCED,
+    "fig1-median-loss": V.NOT_SHOWN, "fig1-sam-uniform": V.REPRODUCED,
     "fig1-up-uniform": V.CONTRADICTED, "la-theory-vs-sim": V.REPRODUCED,
     "thm44-odes": V.REPRODUCED, "thm44-sweep": V.REPRODUCED, "fig5-toy": V.REPRODUCED,
     "fig1-plateau-artefact": V.VERIFIED, "fig1-convergence": V.VERIFIED,
     "sam-mechanism": V.VERIFIED, "thm44-cap": V.VERIFIED, "thm44-edge": V.VERIFIED,
     "thm44-exact-sam": V.VERIFIED, "up-recipe-condition": V.VERIFIED,
     "up-condition-rule": V.VERIFIED,
-    # the confirmation, rerun on the decontaminated corpus with programs executed (issue 20's
-    # note; 3 seeds, CPU scale). Two verdicts of issue 14's note flipped there: the worst-source
-    # advantage of hard upsampling over FT/random/easy (FT+UP - FT -0.022 [-0.050, +0.006]) is
-    # inside the seed noise at 3 epochs, so it is neither hard-specific nor transient; at 5
-    # epochs FT+UP - FT is -0.050 [-0.078, -0.021] and random helps as much.
-    "confirm-up-loss": V.REPRODUCED, "confirm-up-acc": V.NOT_REPRODUCED,
+    # the confirmation (issue 20's rerun, 3 seeds, CPU scale), restated by issue 28: paired t
+    # (95 %) for directional claims, TOST against half the main effect (FT+UP - FT, 0.0084
+    # nats/token) for no-effect claims. confirm-proxy (all 3 seeds favour the target proxy, 90 %
+    # interval [-0.010, +0.002]) and confirm-entropy (3/3 > 0, interval contains 0) were
+    # 'reproduced' on an interval containing 0 / a 3-of-3 count: not shown. confirm-worst-source
+    # and the mean-is-compute / transient rows: no interval rejects at 3 epochs (not shown),
+    # the 5-epoch benefit lies beyond the margin (transient: refuted by the test). confirm-fsam:
+    # FSAM's rho is untuned, so it cannot back "cheaper substitute" (not shown).
+    "confirm-up-loss": V.REPRODUCED, "confirm-up-acc": V.NOT_SHOWN,
     "confirm-random": V.CONTRADICTED, "confirm-easy": V.CONTRADICTED,
-    "confirm-hard-vs-matched": V.NOT_REPRODUCED, "confirm-traj-vs-ckpt": V.NOT_REPRODUCED,
-    "confirm-muon": V.REPRODUCED, "confirm-entropy": V.REPRODUCED,
-    "confirm-worst-source": V.REFUTED, "confirm-mean-is-compute": V.VERIFIED,
+    "confirm-hard-vs-matched": V.NOT_SHOWN, "confirm-traj-vs-ckpt": V.NOT_SHOWN,
+    "confirm-muon": V.REPRODUCED, "confirm-entropy": V.NOT_SHOWN,
+    "confirm-worst-source": V.NOT_SHOWN, "confirm-mean-is-compute": V.NOT_SHOWN,
     "confirm-late-not-noisy": V.VERIFIED, "confirm-transient": V.REFUTED,
-    "confirm-proxy": V.REPRODUCED, "confirm-checkpoints": V.REPRODUCED,
-    "confirm-fsam": V.REPRODUCED,
+    "confirm-proxy": V.NOT_SHOWN, "confirm-checkpoints": V.REPRODUCED,
+    "confirm-fsam": V.NOT_SHOWN,
     # seed 002 (issue 12)
-    "sosd-two-phase": V.REPRODUCED, "sosd-onset-vs-knee": V.NOT_REPRODUCED,
+    "sosd-two-phase": V.REPRODUCED, "sosd-onset-vs-knee": V.NOT_SHOWN,
     "sosd-step-decay": V.REPRODUCED, "sosd-wsd": V.REPRODUCED, "sosd-decay-loss": V.REPRODUCED,
     "sosd-weight-decay": V.REPRODUCED, "sosd-muon": V.REPRODUCED,
     "sosd-lemma-a4-runs": V.REPRODUCED, "sosd-toy-onset": V.REPRODUCED,
     "sosd-toy-norms": V.CONTRADICTED, "bridge-drops-on-peaks": V.VERIFIED,
-    # issue 12's note: GD+UP onset 6145 vs GD 8170 (verified). Rerun on this commit's code
-    # (issues 20/24 changed the selection and Figure 1's study): GD 7290, GD+UP 7810, earlier
-    # in 5/7 paired runs, below the 75 % rule; the flip is reported in issue 20-25's note.
-    "bridge-onset-upsampling": V.REFUTED,
-    # seed 003 (issue 10)
-    "fsam-table1": V.NOT_REPRODUCED, "fsam-vs-sam": V.REPRODUCED, "sam-worse": V.REPRODUCED,
-    "fsam-rho": V.NOT_REPRODUCED, "sam-rho-monotone": V.REPRODUCED,
+    # issue 12's note: GD+UP onset 6145 vs GD 8170, 8/8 (verified). The flip to 7290 vs 7810,
+    # 5/7 on one batch was caused by the linear-attention value init (v's std divided by an
+    # extra sqrt(d+1) in commit 4d1fae3 "linattn-icl value init"), not by the selection changes
+    # of issues 20/24: value_init="value-row" on today's code reproduces 8170 / 6145 / 8/8
+    # exactly (issue 28). Pooled over 8 batches (seeds 0-7), upsampling starts earlier in 45/57
+    # paired runs with today's init (sign test p = 1e-5) and 46/60 with the earlier one.
+    "bridge-onset-upsampling": V.VERIFIED, "bridge-onset-init": V.VERIFIED,
+    # seed 003 (issue 10); paired t per variant (issue 28): all three variants are above AdamW
+    # in every seed at our scale (contradicted there, not at the paper's 2M model); FSAM < SAM
+    # and PFSAM < PSAM do not both reject at 3 seeds; the rho sweep has one seed (n = 1)
+    "fsam-table1": V.CONTRADICTED, "fsam-vs-sam": V.NOT_SHOWN, "sam-worse": V.REPRODUCED,
+    "fsam-rho": V.NOT_SHOWN, "sam-rho-monotone": V.NOT_SHOWN,
     "fsam-flatter": V.REPRODUCED, "tau-logit": V.REPRODUCED, "tau-cross": V.REPRODUCED,
     "tau-init": V.VERIFIED,
-    # seed 004 (issues 5, 7, 16)
+    # seed 004 (issues 5, 7, 16); one-seed and two-seed rows are not shown (n = 1, 2); Figure 1's
+    # rows rerun at 5 seeds (issue 28: every seed 3 stages in order, KL minima in order, heads
+    # compete then cooperate)
     "markov-three-stages": V.REPRODUCED, "markov-kl-order": V.REPRODUCED,
-    "markov-heads": V.REPRODUCED, "markov-online": V.REPRODUCED,
-    "markov-reversed": V.NOT_REPRODUCED, "markov-full-references": V.REPRODUCED,
-    "markov-m1": V.NOT_REPRODUCED, "markov-m13-15": V.REPRODUCED, "markov-u0": V.REPRODUCED,
-    "markov-u-slower": V.NOT_REPRODUCED, "markov-fig5-stages": V.REPRODUCED,
-    "markov-fig5-early-stop": V.REPRODUCED, "markov-ode-stages": V.REPRODUCED,
+    "markov-heads": V.REPRODUCED, "markov-online": V.NOT_SHOWN,
+    "markov-reversed": V.NOT_SHOWN, "markov-full-references": V.NOT_SHOWN,
+    "markov-m1": V.NOT_SHOWN, "markov-m13-15": V.REPRODUCED, "markov-u0": V.NOT_SHOWN,
+    "markov-u-slower": V.NOT_SHOWN, "markov-fig5-stages": V.NOT_SHOWN,
+    "markov-fig5-early-stop": V.NOT_SHOWN, "markov-ode-stages": V.REPRODUCED,
     "markov-coupling-log2": V.VERIFIED, "markov-sam-uniform": V.VERIFIED,
-    "markov-upsampling": V.REFUTED, "markov-hard-is-noisy": V.VERIFIED,
+    "markov-upsampling": V.NOT_SHOWN, "markov-hard-is-noisy": V.VERIFIED,
 }  # fmt: skip
 
 
@@ -397,7 +417,9 @@ def test_gpu_campaign_summary_feeds_the_gpu_rows(tmp_path):
     nums = gpu_numbers(tmp_path)
     assert set(nums) == {"gpu_markov_fig2_3", "gpu_confirm", "gpu_throughput"}
     rows = {r.claim.id: r.finding for r in C.all_rows(nums)}
-    assert rows["markov_fig2_3-paper-scale"].verdict == V.REPRODUCED
+    # one paper-scale run: not shown (n = 1), the rule's verdict at enough runs named
+    f = rows["markov_fig2_3-paper-scale"]
+    assert f.verdict == V.NOT_SHOWN and f.n == 1 and "would give 'reproduced'" in f.rule
     assert rows["markov_fig8_9-paper-scale"].verdict == V.NEEDS_GPU  # its stage failed
     assert rows["confirm-gpu"].verdict == V.REPRODUCED
     assert rows["gpu-throughput"].verdict == V.REFUTED  # a target missed
@@ -423,18 +445,22 @@ def test_json_patterns_do_not_hydrate_encoded_netcdf_summaries():
 @pytest.mark.parametrize(
     ("three", "five", "verdict"),
     [
-        ((-0.05, -0.08, -0.02), (-0.01, -0.03, +0.01), V.VERIFIED),  # a benefit, gone by 5
-        ((-0.02, -0.05, +0.01), (-0.01, -0.03, +0.01), V.REFUTED),  # none at 3: nothing to lose
-        ((-0.05, -0.08, -0.02), (-0.05, -0.08, -0.02), V.REFUTED),  # still there at 5
-        ((+0.05, +0.02, +0.08), (-0.01, -0.03, +0.01), V.REFUTED),  # worse at 3
+        ((-0.05, -0.06, -0.055), (0.001, -0.002, 0.0005), V.VERIFIED),  # a benefit, gone by 5
+        ((-0.02, -0.05, +0.01), (0.001, -0.002, 0.0005), V.NOT_SHOWN),  # none shown at 3
+        ((-0.05, -0.06, -0.055), (-0.05, -0.055, -0.06), V.REFUTED),  # still there at 5
+        ((+0.05, +0.055, +0.06), (0.001, -0.002, 0.0005), V.REFUTED),  # worse at 3
+        ((-0.05, -0.06, -0.055), (-0.002, -0.03, 0.01), V.NOT_SHOWN),  # 5 epochs: too wide
     ],
-)
+)  # fmt: skip
 def test_transient_rule_needs_a_benefit_at_3_epochs_and_none_at_5(three, five, verdict):
+    """Issue 28: a benefit at 3 epochs (paired t) that is gone at 5 (TOST against half the main
+    effect, here 0.01); a benefit still beyond the margin at 5, or a loss at 3, refutes it."""
     from figures.report.seed000 import _confirm_transient
 
-    def pairs(m, lo, hi):
-        return {"pairs": {"ft_up-ft": {"worst_loss": {"mean": m, "lo": lo, "hi": hi}}},
+    def pairs(worst):
+        return {"pairs": {"ft_up-ft": {"worst_loss": {"per_seed": list(worst)},
+                                       "mean_loss": {"per_seed": [-0.02, -0.021, -0.019]}}},
                 "n_seeds": 3}  # fmt: skip
 
-    n = {"llm_confirm": pairs(*three), "llm_confirm_ep5": pairs(*five)}
+    n = {"llm_confirm": pairs(three), "llm_confirm_ep5": pairs(five)}
     assert _confirm_transient(n)[0] == verdict

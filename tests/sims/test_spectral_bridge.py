@@ -321,3 +321,34 @@ def test_lm_sosd_device_per_scale_and_errors_before_any_run(tmp_path, monkeypatc
         B.lm_sosd_runs("/proc/nope", scale="quick", names=("constant",))
     assert not list(tmp_path.rglob("*.*"))
     assert B.lm_sosd_dir(tmp_path, "gpu") == tmp_path / "sosd_lm" / "gpu"
+
+
+def test_value_init_option_reproduces_the_init_before_commit_4d1fae3():
+    """Issue 28: the bridge's onset finding flipped with the value init, not the selection.
+
+    ``value_init="value-row"`` draws v with std init/√(H(d+1)) (before commit 4d1fae3
+    "linattn-icl value init"), the default init/√(H(d+1)²): the same key gives the same draws
+    scaled by √(d+1), and keys/queries are untouched.
+    """
+    jax = pytest.importorskip("jax")
+    from sims.linear_attention.models import VALUE_INITS, init_params
+    from sims.spectral_bridge import LAStudyConfig
+
+    key = jax.random.PRNGKey(3)
+    d, h = 4, 5
+    a = init_params(key, d, h, init_scale=0.01)
+    b = init_params(key, d, h, init_scale=0.01, value_init="value-row")
+    np.testing.assert_allclose(np.asarray(b.v), np.asarray(a.v) * math.sqrt(d + 1), rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(a.k), np.asarray(b.k))
+    np.testing.assert_array_equal(np.asarray(a.q), np.asarray(b.q))
+    # the default is today's linattn-icl init: std 0.01 / sqrt(H (d+1)^2) = 0.01 / sqrt(125)
+    many = init_params(jax.random.PRNGKey(0), d, 20_000, init_scale=0.01)
+    assert float(np.std(np.asarray(many.v))) * math.sqrt(20_000 * 25) == pytest.approx(
+        0.01, rel=0.03
+    )
+    assert VALUE_INITS == ("linattn-icl", "value-row")
+    assert LAStudyConfig().value_init == "linattn-icl"
+    with pytest.raises(ValueError, match="value_init"):
+        init_params(key, d, h, value_init="row")
+    with pytest.raises(ValueError, match="value_init"):
+        LAStudyConfig(value_init="row")

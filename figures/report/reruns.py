@@ -1,0 +1,77 @@
+"""Extra seeds for the findings page's one-seed Markov rows (issue 28: n >= 3 for a verdict).
+
+``python -m figures.report.reruns [--figs fig1 fig6_7] [--seeds 1 2 3 4] [--results DIR]``
+trains the seed-004 minimal model (Figure 1; online sampling, Figures 6-7) at the CPU scale for
+each extra seed (~2 CPU-minutes each; seed 0 is the figure's own run) and writes
+``<results>/markov/seeds/<fig>_seed<s>.nc``; ``python -m figures summaries --only markov_seeds``
+then adds their stage counts to the page (``numbers/markov_seeds.json``). Saved seeds are
+skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["EXPERIMENTS", "SEEDS_DIR", "seed_path", "run", "main"]
+
+#: Figure key → the experiment (a function of the scale) of the row's figure.
+EXPERIMENTS = {"fig1": {}, "fig6_7": {"online": True}}
+SEEDS_DIR = "markov/seeds"
+COMMAND = "python -m figures.report.reruns"
+
+
+def seed_path(results_dir, fig: str, seed: int) -> Path:
+    """``<results>/markov/seeds/<fig>_seed<seed>.nc``."""
+    return Path(results_dir) / SEEDS_DIR / f"{fig}_seed{seed}.nc"
+
+
+def run(results_dir, figs: Sequence[str], seeds: Sequence[int], *, progress=print) -> list[Path]:
+    """Train every missing (figure, seed) run at the CPU scale and save it."""
+    from sims.io import provenance, write_netcdf
+    from sims.markov import experiments as X
+    from sims.markov.train import train
+
+    out = []
+    for fig in figs:
+        for s in seeds:
+            path = seed_path(results_dir, fig, s)
+            if not path.exists():
+                exp = X.reseed(X.minimal_exp("cpu", **EXPERIMENTS[fig]), s)
+                ds = train(exp, device="cpu").ds
+                write_netcdf(path, ds, meta=provenance(exp.to_dict(), seed=s))
+                progress(f"[{fig} seed {s}] {path}")
+            out.append(path)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line (bad arguments: one line, exit status 2, before any run)."""
+    p = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
+    p.add_argument("--figs", nargs="+", default=list(EXPERIMENTS), help="fig1 and/or fig6_7")
+    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4])
+    p.add_argument("--results", default="results")
+    a = p.parse_args(argv)
+    bad = [f for f in a.figs if f not in EXPERIMENTS]
+    if bad or any(s < 1 for s in a.seeds):
+        what = f"--figs {bad[0]!r} (one of {', '.join(EXPERIMENTS)})" if bad else (
+            "--seeds must be >= 1 (seed 0 is the figure's own run)")  # fmt: skip
+        print(f"{COMMAND}: error: {what}", file=sys.stderr)
+        return 2
+    target = Path(a.results) / SEEDS_DIR
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        probe = target / ".write_test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        print(f"{COMMAND}: error: --results {a.results!r} is not writable ({exc})", file=sys.stderr)
+        return 2
+    run(a.results, a.figs, a.seeds)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
