@@ -21,7 +21,6 @@ __all__ = [
     "REFUTED",
     "ERRATUM",
     "CORRECTED",
-    "ERRATUM",
     "NOT_CHECKABLE",
     "NEEDS_GPU",
     "NO_RESULT",
@@ -57,12 +56,11 @@ NOT_REPRODUCED = NOT_SHOWN
 CONTRADICTED = "contradicted"
 VERIFIED = "verified"
 REFUTED = "refuted"
-#: A typo in a printed formula whose corrected form the paper itself uses (theory rows).
+#: A typo in a printed formula (sign, transpose, factor, index) where the paper's own proof or
+#: neighbouring equations use the correct form; the corrected form is verified (theory rows; not a
+#: refutation).
 ERRATUM = "erratum"
 CORRECTED = "corrected"
-#: a typo in a printed formula (sign, transpose, factor, index) where the paper's own proof or
-#: neighbouring equations use the correct form; the corrected form is verified (not a refutation)
-ERRATUM = "erratum"
 NOT_CHECKABLE = "not checkable"
 NEEDS_GPU = "not run: needs a GPU"
 NO_RESULT = "no result yet"
@@ -76,7 +74,6 @@ VERDICTS = (
     REFUTED,
     ERRATUM,
     CORRECTED,
-    ERRATUM,
     NOT_CHECKABLE,
     NEEDS_GPU,
     NO_RESULT,
