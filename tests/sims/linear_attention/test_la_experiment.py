@@ -103,7 +103,7 @@ def test_format_summary_prints_one_row_per_method_when_the_horizons_coincide():
     from sims.linear_attention.experiment import format_summary
 
     row = {"runs_with_n_features": [0, 1], "entropy_all_features": {"n": 0},
-           "test_loss": {"median": 0.2, "mean": 0.3, "q25": 0.1, "q75": 0.4}}  # fmt: skip
+           "test_loss": {"median": 0.2, "mean": 0.3, "q25": 0.1, "q75": 0.4, "n": 2}}  # fmt: skip
     summary = {"horizons": {"paper": 11, "long": 11}, "gd": {"paper": row, "long": row},
                "sam": {"paper": row, "long": row}}  # fmt: skip
     lines = format_summary(summary).splitlines()
