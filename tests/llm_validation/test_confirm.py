@@ -271,7 +271,7 @@ def test_confirm_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys):
     argv = ["confirm", "--scale", "cpu", "--seeds", "4,5", "--out", str(out), "--dry-run"]
     assert main(argv) == 0
     text = capsys.readouterr().out
-    assert "seeds: 4, 5" in text and "6000 pre-training" in text and str(out) in text
+    assert "seeds: 4, 5" in text and "36000 pre-training" in text and str(out) in text
     assert not out.exists()  # a dry run computes and writes nothing (it used to start the run)
     assert "520 held-out" in text
     default = next(ln for ln in text.splitlines() if "variants:" in ln)
@@ -371,3 +371,30 @@ def test_accuracy_per_source_and_worst_source_by_hand():
     row = next(r for r in diffs if r.startswith("| ft_up − ft |"))
     assert "| +33.33 | [-38.38, +105.04] | +50.00, +0.00, +50.00 |" in row
     assert "not shown: inside the seed noise" in row
+
+
+def test_heldout_answers_scored_by_their_style():
+    """Each held-out completion is scored with the rules of its source's answer style."""
+    from llm_validation.confirm import heldout_subset, score_heldout
+
+    recs = [
+        {"style": "gsm", "answer": "7"},
+        {"style": "cot", "answer": "3/4"},
+        {"style": "boxed", "answer": "1/2"},
+        {"style": "cot", "answer": "(B)"},
+        {"style": "code", "answer": "12"},
+        {"style": "cot", "answer": "(C)"},
+        {"style": "gsm", "answer": "8"},
+    ]
+    comps = [
+        "3 + 4 = <<3+4=7>>7.\n#### 7",
+        "So it is 0.75.\nThe answer is 0.75.",
+        "Divide: $x = \\frac{1}{2}$.\nTherefore, the answer is $\\boxed{\\frac{1}{2}}$.",
+        "This matches choice (B).\nThe answer is (B).",
+        "a = 3\nb = 4\nprint(a * b)",  # run in the sandbox: prints 12
+        "This matches choice (B).\nThe answer is (B).",  # wrong letter
+        "#### 7",  # wrong number
+    ]
+    np.testing.assert_array_equal(score_heldout(comps, recs), [1, 1, 1, 1, 1, 0, 0])
+    assert heldout_subset(["a", "b", "a", "a", "c", "b"], 1).tolist() == [0, 1, 4]
+    assert heldout_subset(["a", "b"], 0).tolist() == []
