@@ -20,7 +20,6 @@ into DIR (resumable), then reports from it.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import heapq
 import json
@@ -29,6 +28,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's packages
+
+from sims.cli import ArgumentParser, positive_int  # noqa: E402
 
 
 def lpt_makespan(costs: list[float], workers: int) -> float:
@@ -97,14 +98,14 @@ def estimate(ds, variants, seeds: int, workers: int) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", default=None, help="a finished confirmation run's folder")
     p.add_argument(
         "--measure", default=None, metavar="DIR",
         help="first run one seed (ft, ft_matched, ft_up) of --scale into DIR",
     )  # fmt: skip
     p.add_argument("--scale", default="cpu", help="the scale to estimate (default cpu)")
-    p.add_argument("--workers", type=int, default=2, help="idle cores (default 2)")
+    p.add_argument("--workers", type=positive_int, default=2, help="idle cores (default 2)")
     args = p.parse_args(argv)
     from llm_validation.confirm import SCALES, VARIANTS
 
@@ -112,11 +113,15 @@ def main(argv=None) -> int:
         p.error(f"--scale must be one of {', '.join(SCALES)}; got {args.scale!r}")
     if (args.results is None) == (args.measure is None):
         p.error("give exactly one of --results DIR and --measure DIR")
-    if args.workers < 1:
-        p.error(f"--workers must be >= 1; got {args.workers}")
     cfg = SCALES[args.scale]
     folder = Path(args.results or args.measure)
     if args.measure:
+        from sims.io import ensure_writable
+
+        try:  # before an hour of training, not after
+            ensure_writable(folder, kind="dir", arg="--measure")
+        except ValueError as exc:
+            p.error(str(exc))
         from llm_validation.confirm import run_confirmation
 
         one = dataclasses.replace(cfg, seeds=(0,), variants=("ft", "ft_matched", "ft_up"),

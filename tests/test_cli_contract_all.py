@@ -116,6 +116,9 @@ CLIS = [
         work="figures.report:build_report"),
     Cli("figures summaries", "figures.__main__", ("summaries",), bad=("--only", "no_such_source"),
         work="figures.report.summaries:write_summaries"),
+    Cli("figures.report.reruns", "figures.report.reruns", out=("--results", "dir"),
+        args=("--figs", "fig1", "--seeds", "1"), bad=("--figs", "fig9"),
+        work="figures.report.reruns:run", extra=("torch",), seeds="--seeds"),
     Cli("figures.fig_sam_entropy", "figures.fig_sam_entropy", args=("--quick",),
         bad=("--results", "{file}/sub"), work="figures.fig_sam_entropy:make",
         corrupt=(None, "sam_entropy/sam_entropy_quick.nc"), executor=True),
@@ -144,7 +147,7 @@ CLIS = [
         seeds="--seeds", executor=True),
     Cli("llm_validation demo", "llm_validation.__main__", ("demo",), args=("--size", "tiny"),
         bad=("--size", "huge"), work="llm_validation.demo:run_demo", extra=("llm",)),
-    *[Cli(name, module, prefix, args=("--rehearse", "mini", "--stage", "preflight", "--no-emulate"),
+    *[Cli(name, module, prefix, args=("--size", "mini", "--stage", "preflight", "--no-emulate"),
           bad=("--deadline", "-1"), work="llm_validation.campaign.runner:run_campaign",
           extra=("llm",))
       for name, module, prefix in (

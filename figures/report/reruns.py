@@ -10,8 +10,6 @@ skipped.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -47,30 +45,37 @@ def run(results_dir, figs: Sequence[str], seeds: Sequence[int], *, progress=prin
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line (bad arguments: one line, exit status 2, before any run)."""
-    p = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
-    p.add_argument("--figs", nargs="+", default=list(EXPERIMENTS), help="fig1 and/or fig6_7")
-    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4])
-    p.add_argument("--results", default="results")
+def _main(argv: Sequence[str] | None) -> int:
+    from figures import DEFAULT_RESULTS
+    from sims.cli import ArgumentParser, UsageError, display_path, seed_list
+    from sims.io import acquire_run_lock, ensure_writable
+
+    p = ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
+    p.add_argument("--figs", nargs="+", choices=list(EXPERIMENTS), default=list(EXPERIMENTS),
+                   help="the figures whose rows get extra seeds (default: both)")
+    p.add_argument("--seeds", type=seed_list, default=(1, 2, 3, 4),
+                   help="extra seeds, comma-separated, each >= 1 (seed 0 is the figure's own "
+                        "run; default 1,2,3,4)")  # fmt: skip
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS,
+                   help=f"results folder (default {display_path(DEFAULT_RESULTS)}); the runs "
+                        f"go to <results>/{SEEDS_DIR}/")  # fmt: skip
     a = p.parse_args(argv)
-    bad = [f for f in a.figs if f not in EXPERIMENTS]
-    if bad or any(s < 1 for s in a.seeds):
-        what = f"--figs {bad[0]!r} (one of {', '.join(EXPERIMENTS)})" if bad else (
-            "--seeds must be >= 1 (seed 0 is the figure's own run)")  # fmt: skip
-        print(f"{COMMAND}: error: {what}", file=sys.stderr)
-        return 2
-    target = Path(a.results) / SEEDS_DIR
+    if 0 in a.seeds:
+        p.error("--seeds must be >= 1 (seed 0 is the figure's own run)")
     try:
-        target.mkdir(parents=True, exist_ok=True)
-        probe = target / ".write_test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        print(f"{COMMAND}: error: --results {a.results!r} is not writable ({exc})", file=sys.stderr)
-        return 2
+        ensure_writable(a.results, kind="dir", arg="--results")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    acquire_run_lock(a.results, arg="--results", prog=COMMAND)  # one live run per folder
     run(a.results, a.figs, a.seeds)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line (bad arguments: one line, exit status 2, before any run; Ctrl-C: 130)."""
+    from sims.cli import run_cli
+
+    return run_cli(_main, argv, prog=COMMAND)
 
 
 if __name__ == "__main__":  # pragma: no cover
