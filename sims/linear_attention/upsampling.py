@@ -208,6 +208,20 @@ def hard_cluster_spectrum(data: ICLData, mask) -> dict[str, np.ndarray]:
     }
 
 
+def _no_selection(losses: np.ndarray, features: str, factor: int) -> UpsampleResult:
+    """A run whose proxy diverged (non-finite losses): nothing selected, unit weights.
+
+    k-means on NaN trajectories has no meaning (numpy's k-means++ seeding raised "Probabilities
+    contain NaN"); the run's GD is already marked failed, and its upsampled methods then train on
+    the original data, so they are marked failed the same way.
+    """
+    n = losses.shape[0]
+    mask = np.zeros(n, dtype=bool)
+    name = "trajectory" if features == "log_ratio" else features
+    cl = ClusterResult.from_labels(losses, np.zeros(n, dtype=int), features=name, n_clusters=2)
+    return UpsampleResult(usage_weights(n, mask, factor), mask, cl, losses)
+
+
 def select_batched(
     losses,
     seeds,
@@ -245,6 +259,9 @@ def select_batched(
         )
     out = []
     for r, seed in enumerate(seeds):
+        if not np.all(np.isfinite(losses[r])):  # the proxy diverged: there is no selection
+            out.append(_no_selection(losses[r], features, factor))
+            continue
         feats = cluster_features(losses[r], features)
         raw, centers, inertia = kmeans(feats, 2, seed=int(seed), n_init=n_init)
         src, name = (feats, "trajectory") if features == "log_ratio" else (losses[r], features)

@@ -105,3 +105,22 @@ def test_a_diverging_run_is_saved_and_reported(tmp_path, capsys):
     assert len(line) == 1 and "Traceback" not in captured.err
     assert "the run diverged (gd: training diverged in 2 of 2 run(s)" in line[0]
     assert f"the result is saved in {out} (status failed)" in line[0]
+
+
+def test_a_proxy_diverging_into_nan_is_saved_and_reported_too(tmp_path, capsys):
+    """Issue 31 row 3 as typed (``--lr 2``): GD's losses become NaN (``--lr 5``: inf).
+
+    k-means then ran on NaN trajectories and numpy raised "Probabilities contain NaN" from the
+    k-means++ seeding, a traceback with nothing saved. A run whose proxy diverged now selects
+    nothing; the result is saved with status failed and one line reports the divergence.
+    """
+    from sims.io import read_netcdf
+
+    out = tmp_path / "r.nc"
+    args = "--runs 2 --steps 201 --paper-steps 101 --P 200 --d 2 --heads 2 --lr 2 --no-progress"
+    assert main([*args.split(), "--out", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert read_netcdf(out).attrs["status"] == "failed"
+    line = [ln for ln in captured.err.splitlines() if "error:" in ln]
+    assert len(line) == 1 and "Traceback" not in captured.err
+    assert "the run diverged (gd: training diverged in 2 of 2 run(s)" in line[0]

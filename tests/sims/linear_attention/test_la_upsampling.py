@@ -47,6 +47,20 @@ def test_batched_kmeans_agrees_with_selection_module():
         select_batched(losses, np.arange(3), selection="all")
 
 
+def test_a_run_whose_proxy_diverged_selects_nothing():
+    """NaN/inf proxy losses: no k-means on them (it raised from its seeding); unit weights."""
+    losses = np.stack([_two_groups(s) for s in range(3)])
+    losses[1, 7, 3] = np.nan
+    losses[2, 0, 4] = np.inf
+    out = select_batched(losses, np.arange(3), factor=2)
+    ref = select_batched(losses[:1], np.arange(1), factor=2)[0]
+    np.testing.assert_array_equal(out[0].selected, ref.selected)  # finite runs unchanged
+    assert out[0].selected.sum() == 100
+    for r in (1, 2):
+        assert not out[r].selected.any()
+        np.testing.assert_array_equal(out[r].weights, np.ones(500))
+
+
 def test_hard_cluster_spectrum_ratios_are_one_for_everything():
     cov = make_covariance("linear", 3, seed=0)
     data = sample_dataset(50_000, 6, cov, seed=1)
