@@ -400,8 +400,14 @@ def test_one_seed_markov_rows_use_the_extra_seeds():
 def test_reruns_cli_refuses_bad_arguments_before_any_run(tmp_path, capsys):
     from figures.report import reruns
 
-    assert reruns.main(["--figs", "fig9", "--results", str(tmp_path)]) == 2
-    assert reruns.main(["--seeds", "0", "--results", str(tmp_path)]) == 2
+    def status(argv):  # the shared CLI contract: argparse's errors leave through SystemExit(2)
+        try:
+            return reruns.main(argv)
+        except SystemExit as exc:
+            return exc.code
+
+    assert status(["--figs", "fig9", "--results", str(tmp_path)]) == 2
+    assert status(["--seeds", "0", "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(
         e.startswith("python -m figures.report.reruns: error") for e in err
@@ -409,7 +415,7 @@ def test_reruns_cli_refuses_bad_arguments_before_any_run(tmp_path, capsys):
     assert not (tmp_path / "markov").exists()
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert reruns.main(["--results", str(blocker)]) == 2
+    assert status(["--results", str(blocker)]) == 2
     assert reruns.seed_path(tmp_path, "fig1", 3).name == "fig1_seed3.nc"
 
 
