@@ -692,51 +692,8 @@ def smollm2_gguf(ctx: Context) -> Path:
 #: The confirmation's conditions (issue 29's accuracy design): FT, FT+UP, FT for FT+UP's steps
 #: (``ft_matched``: "upsampling helps" apart from "training longer helps"), random and easy.
 CONFIRM_VARIANTS = ("ft", "ft_up", "ft_matched", "random", "easy")
-#: The confirm helper's from-scratch GPU scale, when :mod:`llm_validation.confirm` defines it.
+#: The from-scratch GPU scale of :data:`llm_validation.confirm.SCALES`.
 GPU_SCRATCH_SCALE = "gpu-scratch"
-
-
-def confirm_variants(wanted=CONFIRM_VARIANTS) -> tuple[str, ...]:
-    """``wanted`` less the variants :data:`llm_validation.confirm.VARIANTS` does not define."""
-    from llm_validation.confirm import VARIANTS
-
-    return tuple(v for v in wanted if v in VARIANTS)
-
-
-def gpu_scratch_fallback():
-    """A from-scratch GPU confirmation, where ``llm_validation.confirm`` has no ``gpu-scratch``.
-
-    The ``cpu`` design widened (target ~15M parameters, proxy ~1M), pre-trained on the
-    generated corpus within the stage, four processes sharing the GPU. Sizes are estimates
-    (nothing here has run on a GPU).
-    """
-    from llm_validation.confirm import SCALES
-    from llm_validation.scratch import PretrainConfig
-    from llm_validation.tiny import TinySize
-
-    cpu = SCALES["cpu"]
-    return dataclasses.replace(
-        cpu,
-        name=GPU_SCRATCH_SCALE,
-        n_pretrain=20000,
-        n_train=3000,
-        n_test=100,
-        n_heldout=500,
-        target_pretrain=PretrainConfig(
-            size=TinySize(hidden=384, layers=8, heads=6, kv_heads=2, intermediate=1024),
-            epochs=2.0,
-            batch_size=32,
-            lr=1e-3,
-        ),
-        proxy_pretrain=PretrainConfig(
-            size=TinySize(hidden=128, layers=4, heads=4, kv_heads=2, intermediate=384),
-            epochs=2.0,
-            batch_size=32,
-            lr=2e-3,
-        ),
-        workers=4,
-        threads=2,
-    )
 
 
 def confirm_config(ctx: Context, model: str, spec: str | None = None):
@@ -746,13 +703,13 @@ def confirm_config(ctx: Context, model: str, spec: str | None = None):
       that can be carried) as target and proxy (proxy = target, the paper's Fig. 4a setting),
       LoRA r=128, 2000 fine-tuning problems, 100 per benchmark, 300 held-out problems.
     * ``gpu`` + ``scratch``: :mod:`llm_validation.confirm`'s ``gpu-scratch`` scale (from-scratch
-      models sized for an H100, nothing carried), else :func:`gpu_scratch_fallback`.
+      models sized for an H100, nothing carried).
     * ``toy`` / ``mini``: the ``quick`` scale (three seeds / one seed).
     Variants: :data:`CONFIRM_VARIANTS` (``mini``: FT, FT+UP); 3 seeds (``mini``: one).
     """
     from llm_validation.confirm import SCALES
 
-    five = confirm_variants()
+    five = CONFIRM_VARIANTS
     if ctx.size == "gpu" and model == "smollm2":
         return dataclasses.replace(
             SCALES["gpu"],
@@ -767,8 +724,9 @@ def confirm_config(ctx: Context, model: str, spec: str | None = None):
             workers=4,
         )
     if ctx.size == "gpu":
-        base = SCALES.get(GPU_SCRATCH_SCALE) or gpu_scratch_fallback()
-        return dataclasses.replace(base, name="campaign-scratch", variants=five, seeds=(0, 1, 2))
+        return dataclasses.replace(
+            SCALES[GPU_SCRATCH_SCALE], name="campaign-scratch", variants=five, seeds=(0, 1, 2)
+        )
     if ctx.size == "toy":
         return dataclasses.replace(
             SCALES["quick"], name="campaign-toy", variants=five, seeds=(0, 1, 2), workers=1
@@ -953,15 +911,9 @@ def confirm(ctx: Context) -> dict:
     lease returns a 3-seed accuracy and held-out loss result even when the GGUF cannot be
     carried. Runs :func:`llm_validation.confirm.run_confirmation`.
     """
-    from llm_validation.confirm import SCALES
-
     figs: dict[str, Any] = {"model": "scratch"}
     if ctx.size == "gpu":
-        figs["config_source"] = (
-            f"llm_validation.confirm.SCALES[{GPU_SCRATCH_SCALE!r}]"
-            if GPU_SCRATCH_SCALE in SCALES
-            else "campaign.stages.gpu_scratch_fallback"
-        )
+        figs["config_source"] = f"llm_validation.confirm.SCALES[{GPU_SCRATCH_SCALE!r}]"
     figs = _run_and_summarize(ctx, "confirm", confirm_config(ctx, "scratch"), figs)
     return {"figures": figs}
 
