@@ -367,9 +367,9 @@ NOTES = {
     "tau-init": V.VERIFIED,
     # seed 004 (issues 5, 7, 16); one-seed and two-seed rows are not shown (n = 1, 2); Figure 1's
     # rows rerun at 5 seeds (issue 28: every seed 3 stages in order, KL minima in order, heads
-    # compete then cooperate)
+    # compete then cooperate), and so are the online rows of Figs. 6-7 (3 stages in order, 5/5)
     "markov-three-stages": V.REPRODUCED, "markov-kl-order": V.REPRODUCED,
-    "markov-heads": V.REPRODUCED, "markov-online": V.NOT_SHOWN,
+    "markov-heads": V.REPRODUCED, "markov-online": V.REPRODUCED,
     "markov-reversed": V.NOT_SHOWN, "markov-full-references": V.NOT_SHOWN,
     "markov-m1": V.NOT_SHOWN, "markov-m13-15": V.REPRODUCED, "markov-u0": V.NOT_SHOWN,
     "markov-u-slower": V.NOT_SHOWN, "markov-fig5-stages": V.NOT_SHOWN,
