@@ -202,30 +202,29 @@ def seed_list(text: str) -> tuple[int, ...]:
     return seeds
 
 
+def _int_at_least(text: str, low: int, what: str, bound: str) -> int:
+    """``int(text)`` if it is >= ``low``, else argparse's error naming ``what``."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected {what}; got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {what}{bound}; got {text!r}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An ``argparse`` type: an integer >= 1 (a count, a size).
 
     >>> positive_int("3")
     3
     """
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer (>= 1); got {text!r}")
-    return value
+    return _int_at_least(text, 1, "a positive integer", " (>= 1)")
 
 
 def non_negative_int(text: str) -> int:
     """An ``argparse`` type: an integer >= 0 (``0`` meaning a default, e.g. torch's threads)."""
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0; got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0; got {text!r}")
-    return value
+    return _int_at_least(text, 0, "an integer >= 0", "")
 
 
 def positive_float(text: str) -> float:
