@@ -621,13 +621,34 @@ class Lease:
 
 class _PoolLease(Lease):
     def abort(self) -> None:
-        procs = list(getattr(self.executor, "_processes", {}).values())  # no public API to kill
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        """Terminate the workers; the pool's threads end and its semaphores are freed here.
+
+        ``shutdown(wait=False)`` drops the pool's queues at once, so their semaphores would be
+        released by whichever thread ends last (the manager or the queue's feeder thread); a CLI
+        that then leaves through ``os._exit`` (:func:`sims.cli.run_cli` after Ctrl-C) can cut
+        that thread short between unlinking a semaphore and telling multiprocessing's resource
+        tracker, which then prints two "leaked semaphore" warnings under the one-line message.
+        Holding the pool's internals until its threads are joined, then collecting them in this
+        thread, makes that release synchronous. (No public API kills a pool's workers.)
+        """
+        import gc
+
+        ex = self.executor
+        procs = list((getattr(ex, "_processes", None) or {}).values())
+        internals = [getattr(ex, name, None) for name in
+                     ("_executor_manager_thread", "_call_queue", "_result_queue")]  # fmt: skip
+        ex.shutdown(wait=False, cancel_futures=True)
         for p in procs:
             if p.is_alive():
                 p.terminate()
         for p in procs:
             p.join(timeout=5)
+        manager, call_queue, _ = internals
+        for thread in (manager, getattr(call_queue, "_thread", None)):
+            if thread is not None and thread.ident is not None:
+                thread.join(timeout=10)
+        del internals, manager, call_queue
+        gc.collect()
 
     def close(self) -> None:
         self.executor.shutdown()
