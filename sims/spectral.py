@@ -372,11 +372,15 @@ class OnsetResult:
 
 
 def _rolling_median(x: np.ndarray, w: int) -> np.ndarray:
-    """Centred rolling median ignoring NaNs (edges use the part of the window inside)."""
-    half = w // 2
+    """Centred rolling median of ``w`` records ignoring NaNs (edges use the part inside).
+
+    Record ``i`` uses records ``i - w//2 .. i + (w - 1)//2``: exactly ``w`` records, centred for
+    odd ``w``, one more on the left for even ``w`` (pandas' ``rolling(w, center=True)``).
+    """
+    left, right = w // 2, (w - 1) // 2
     out = np.full(x.shape, np.nan)
     for i in range(x.size):
-        seg = x[max(0, i - half) : i + half + 1]
+        seg = x[max(0, i - left) : i + right + 1]
         seg = seg[np.isfinite(seg)]
         if seg.size:
             out[i] = np.median(seg)

@@ -30,6 +30,22 @@ def test_rolling_median_window_5_by_hand():
     assert _rolling_median(X, 5).tolist() == [5.0, 3.5, 5.0, 3.0, 7.0, 5.0, 7.0]
 
 
+def test_rolling_median_even_window_uses_exactly_w_records_by_hand():
+    # w = 4: records i-2 .. i+1 (one more on the left, as pandas' centred window):
+    # [5,1] -> 3; [5,1,9] -> 5; [5,1,9,2] -> 3.5; [1,9,2,8] -> 5; [9,2,8,3] -> 5.5;
+    # [2,8,3,7] -> 5; [8,3,7] -> 7. A window i-2 .. i+2 (w + 1 records) gives 5, 5, 7 at 2, 3, 4.
+    assert _rolling_median(X, 4).tolist() == [3.0, 5.0, 3.5, 5.0, 5.5, 5.0, 7.0]
+
+
+@pytest.mark.parametrize("w", [1, 2, 3, 4, 6, 7, 10])
+def test_rolling_median_matches_pandas_centred_rolling(w):
+    import pandas as pd  # an xarray dependency, independent of the code under test
+    x = np.random.default_rng(w).normal(size=23)
+    x[[3, 4, 11]] = np.nan
+    want = pd.Series(x).rolling(w, center=True, min_periods=1).median().to_numpy()
+    np.testing.assert_allclose(_rolling_median(x, w), want, rtol=0, atol=1e-15)
+
+
 def test_rolling_median_ignores_nans_and_keeps_an_all_nan_window_nan():
     x = np.array([1.0, np.nan, 3.0, np.nan, np.nan, np.nan, 4.0])
     got = _rolling_median(x, 3)
