@@ -1,9 +1,12 @@
-"""GPU campaign: the upsampling confirmation (FT, FT+UP, random, easy; 3 seeds).
+"""GPU campaign: the upsampling confirmation (FT, FT+UP, random, easy; 3 seeds), two models.
+
+Top row: the from-scratch models (stage ``confirm``); bottom row: SmolLM2-135M-Instruct with
+LoRA (stage ``confirm_smollm2``; a rehearsal checks only its carry and conversion and says so).
 
 (a) average accuracy over the six benchmarks per variant (dots: seeds; bar: mean; dotted:
 the model before fine-tuning); (b) mean solution loss on clean held-out problems; (c) paired
 differences against FT with 95 % t-intervals over seeds (accuracy in points; held-out loss in
-nats, lower is better). Reads the ``confirm`` stage of ``figures/summaries/gpu/``; without it
+nats, lower is better). Reads those stages of ``figures/summaries/gpu/``; without it
 the figure says "not run: needs a GPU".
 """
 
@@ -26,7 +29,7 @@ FIGURE = FigureSpec(
     producer="python -m llm_validation campaign (GPU; then --publish)",
     gpu=True,
 )
-STAGES = ("confirm",)
+STAGES = ("confirm", "confirm_smollm2")
 
 
 def _strip(ax, values: dict, ref: float | None, ylabel: str, title: str) -> None:
@@ -41,15 +44,30 @@ def _strip(ax, values: dict, ref: float | None, ylabel: str, title: str) -> None
     ax.set(ylabel=ylabel, title=title)
 
 
+ROWS = (("confirm", "from scratch"), ("confirm_smollm2", "SmolLM2-135M + LoRA"))
+
+
 def draw(summary: dict, folder):
-    """Three panels from the confirm entry."""
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(17, 5.2), constrained_layout=True)
+    """One row of three panels per confirmation stage: from scratch, then SmolLM2 with LoRA."""
+    fig, grid = plt.subplots(len(ROWS), 3, figsize=(17, 5.0 * len(ROWS)), constrained_layout=True)
     fig.suptitle(f"Upsampling confirmation ({headline(summary)})", fontsize=11)
-    ent = usable(summary, "confirm", (a, b, c))
-    if ent is None:
-        return fig
+    for axes, (name, label) in zip(grid, ROWS, strict=True):
+        ent = usable(summary, name, axes)
+        if ent is not None:
+            _draw_row(axes, ent, label)
+    return fig
+
+
+def _draw_row(axes, ent: dict, label: str) -> None:
+    """Accuracy, held-out loss and paired differences of one stage (or the stage's message)."""
+    a, b, c = axes
     g = ent["figures"]
-    who = f"{g['model']} models, {g['n_train']} problems, {len(g['seeds'])} seeds" + (
+    if not g.get("avg_accuracy_points"):  # a rehearsal checks the carry, not the fine-tuning
+        why = g.get("rehearsal_only") or ent.get("message") or "no accuracies recorded"
+        for ax in axes:
+            message_panel(ax, f"{label}: {why}")
+        return
+    who = f"{label}: {g['model']}, {g['n_train']} problems, {len(g['seeds'])} seeds" + (
         f" ({g['fallback_reason']})" if g.get("fallback_reason") else ""
     )
     _strip(
@@ -65,7 +83,7 @@ def draw(summary: dict, folder):
             g["heldout_loss"],
             g.get("pt_heldout_loss"),
             "nats per solution token",
-            "(b) held-out solution loss (lower is better)",
+            f"(b) held-out solution loss (lower is better)\n{label}",
         )
     else:
         message_panel(b, "no held-out loss recorded")
@@ -91,9 +109,8 @@ def draw(summary: dict, folder):
     c.set_yticks(range(len(labels)), labels, fontsize=8)
     c.set(
         xlabel="paired difference vs FT (95 % t-interval over seeds)",
-        title="(c) FT+UP, random, easy minus FT",
+        title=f"(c) each variant minus FT\n{label}",
     )
-    return fig
 
 
 make = gpu_make(FIGURE, STAGES, draw)
