@@ -47,8 +47,8 @@ def test_both_stages_are_drawn_one_row_each():
 
 
 def test_a_rehearsal_stage_without_accuracies_says_why_in_its_row():
-    rehearsal = {"name": "confirm_smollm2", "status": "ok",
-                 "figures": {"model": "smollm2", "rehearsal_only": "carry checked; LoRA on a GPU"}}  # fmt: skip
+    figs = {"model": "smollm2", "rehearsal_only": "carry checked; LoRA on a GPU"}
+    rehearsal = {"name": "confirm_smollm2", "status": "ok", "figures": figs}
     fig = fig_gpu_confirm.draw(_summary(rehearsal), None)
     texts = [t.get_text() for ax in fig.axes[3:6] for t in ax.texts]
     assert texts == ["SmolLM2-135M + LoRA: carry checked; LoRA on a GPU"] * 3
