@@ -457,10 +457,69 @@ def test_transient_rule_needs_a_benefit_at_3_epochs_and_none_at_5(three, five, v
     effect, here 0.01); a benefit still beyond the margin at 5, or a loss at 3, refutes it."""
     from figures.report.seed000 import _confirm_transient
 
-    def pairs(worst):
+    def pairs(worst, scale="cpu"):
         return {"pairs": {"ft_up-ft": {"worst_loss": {"per_seed": list(worst)},
                                        "mean_loss": {"per_seed": [-0.02, -0.021, -0.019]}}},
-                "n_seeds": 3}  # fmt: skip
+                "n_seeds": 3, "scale": scale}  # fmt: skip
 
     n = {"llm_confirm": pairs(three), "llm_confirm_ep5": pairs(five)}
     assert _confirm_transient(n)[0] == verdict
+    # the 5-epoch run is compared with the 3-epoch run of its own scale (it reused its models)
+    old = {"llm_confirm": pairs((0.3, 0.2, 0.1), "new"), "llm_confirm_v1": pairs(three, "old"),
+           "llm_confirm_ep5": pairs(five, "old")}  # fmt: skip
+    assert _confirm_transient(old)[0] == verdict
+    alone = {"llm_confirm": pairs(three, "new"), "llm_confirm_ep5": pairs(five, "old")}
+    assert _confirm_transient(alone)[0] == V.NO_RESULT
+
+
+def _confirm_numbers_by_hand(ft_accuracy: float) -> dict:
+    """Five paired seeds: random − FT within ±0.3 points of accuracy but +0.02 nats/token of
+    loss (beyond half the main effect, 0.01); easy − FT −2 points / +0.02 nats; FT+UP − FT
+    +2 points / −0.02 nats."""
+
+    def pair(acc, loss):
+        return {"accuracy": {"per_seed": list(acc)}, "mean_loss": {"per_seed": list(loss)}}
+
+    up = pair((2.0, 2.2, 1.8, 2.1, 1.9), (-0.02, -0.021, -0.019, -0.02, -0.02))
+    pairs = {"random-ft": pair((0.2, -0.3, 0.1, 0.0, -0.1), (0.02, 0.021, 0.019, 0.02, 0.02)),
+             "easy-ft": pair((-2.0, -2.5, -1.8, -2.2, -2.1), (0.02, 0.021, 0.019, 0.02, 0.022)),
+             "ft_up-ft": up}  # fmt: skip
+    return {"pairs": pairs, "n_seeds": 5, "scale": "cpu",
+            "accuracy_mean": {"ft": ft_accuracy, "ft_up": ft_accuracy + 2, "pt": 1.0}}  # fmt: skip
+
+
+def test_confirm_rows_judge_accuracy_once_ft_is_off_the_floor():
+    """Issue 29: the paper's metric (accuracy) decides once FT averages >= 20 %; at the floor the
+    rows fall back to held-out loss and say so in their first words."""
+    from figures.report import seed000 as S
+
+    off = {"llm_confirm": _confirm_numbers_by_hand(30.0)}
+    floor = {"llm_confirm": _confirm_numbers_by_hand(3.0)}
+    assert S.primary_metric(off) == "accuracy" and S.primary_metric(floor) == "mean_loss"
+    # random − FT: 90 % interval 0 ± 2.132·0.1936/√5 = ±0.185 points, inside the 1-point margin;
+    # on the loss it is +0.02, wholly beyond half the main effect (0.01): contradicted
+    v, ours, rule, e = S._equivalent(off, "random", "ft")
+    assert v == V.REPRODUCED and ours.startswith("average accuracy random − ft")
+    assert "margin ±1 points" in e["test"] and "companion: mean held-out loss" in ours
+    v, ours, *_ = S._equivalent(floor, "random", "ft")
+    assert v == V.CONTRADICTED and ours.startswith(S.LOSS_NOT_ACC)
+    # easy hurts: lower accuracy (negative a − b) off the floor, higher loss at the floor
+    assert S._confirm(off, "easy", "ft", better=False)[0] == V.REPRODUCED
+    assert S._confirm(floor, "easy", "ft", better=False)[0] == V.REPRODUCED
+    assert S._confirm(off, "ft_up", "ft")[0] == V.REPRODUCED
+    assert S._confirm(off, "ft_up", "ft", better=False)[0] == V.CONTRADICTED
+
+
+def test_confirm_rows_on_variants_left_out_read_the_previous_scale_and_say_so():
+    from figures.report import seed000 as S
+
+    old = _confirm_numbers_by_hand(3.0)
+    old["pairs"]["ft_up_self-ft_up"] = old["pairs"].pop("random-ft")
+    old["scale"] = "previous CPU"
+    n = {"llm_confirm": _confirm_numbers_by_hand(30.0), S.PREVIOUS: old}
+    v, ours, *_ = S._equivalent(n, "ft_up_self", "ft_up")
+    assert ours.startswith("previous CPU scale, not today's: " + S.LOSS_NOT_ACC)
+    assert "previous CPU scale)" in ours and v == V.CONTRADICTED  # judged on the old loss
+    assert S._equivalent({"llm_confirm": n["llm_confirm"]}, "ft_up_self", "ft_up")[0] == (
+        V.NO_RESULT
+    )
