@@ -172,8 +172,15 @@ def hydrated(tmp_path_factory):
         "up": "linear_attention/upsampling_study.nc",
     }
     d = tmp_path_factory.mktemp("hyd")
-    store.hydrate(rels.values(), d)
-    return {k: read_netcdf(d / r) for k, r in rels.items()}
+    store.hydrate([*rels.values(), "linear_attention/sam_escape.nc"], d)
+    return {"dir": d, **{k: read_netcdf(d / r) for k, r in rels.items()}}
+
+
+def test_the_summary_writer_keeps_the_per_run_values(hydrated):
+    # what `python -m figures summaries` stores from results (here the hydrated reductions)
+    for name in ("la_fig1", "la_sam_mechanism", "la_upsampling"):
+        out = SRC.SOURCES[name].numbers(hydrated["dir"])
+        assert out["per_run"] == COMMITTED[name]["per_run"], name
 
 
 def test_committed_per_run_values_are_those_of_the_committed_data(hydrated):
