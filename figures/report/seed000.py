@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 
 from . import verdicts as V
-from .claims import NO_PER_SEED, ci, claim, ev, g, sg
-from .sources import CONFIRM_EP5, paired_per_seed
+from .claims import ci, claim, ev, g, sg
+from .sources import CONFIRM_EP5, LA_FIG1_RUN_METHODS, paired_per_seed
 
 LA = "25 paired runs, ATTN_S d = 4, 5 heads, ρ = 1e-3"
 CONFIRM = "python -m llm_validation confirm --scale cpu"
@@ -26,25 +28,63 @@ def _sign_ev(frac: float, n: int, expect: str) -> dict:
     return ev(n, "two-sided sign test (α = 0.05)", stab, "bootstrap")
 
 
-def _fig1_ev(n, test, var, m, decide) -> dict:
-    """Evidence of a Figure 1 row: a bootstrap over the paired runs where it can be.
+#: Random bootstrap resamples of the paired runs (25 runs: n^n is far too many to enumerate).
+N_BOOT = 2000
 
-    It can when the summary keeps the per-run values (``<method>.paper.<var>_per_run``).
+
+def paired_runs(cols: Mapping[str, Sequence]) -> list[dict]:
+    """Per-run rows from equal-length per-run columns: run ``i`` of every column in one row.
+
+    A bootstrap over these rows resamples paired runs together (same data and initialization
+    under every method). ``None`` (a run without the value) becomes NaN.
     """
-    f = n["la_fig1"]
-    runs = {k: f[k]["paper"].get(f"{var}_per_run") for k in m}
-    if any(v is None for v in runs.values()):
-        return ev(f["n_runs"], test, None, NO_PER_SEED)
-    rows = list(zip(*runs.values(), strict=True))
+    lengths = {k: len(v) for k, v in cols.items()}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"per-run columns of different lengths: {lengths}.")
+    return [
+        {k: (np.nan if v[i] is None else v[i]) for k, v in cols.items()}
+        for i in range(next(iter(lengths.values())))
+    ]
 
-    def dec(rs):
-        return decide({k: [r[i] for r in rs] for i, k in enumerate(m)})
 
-    return ev(f["n_runs"], test, V.bootstrap_stability(rows, dec),
-              "bootstrap")  # fmt: skip
+def _col(rows: Sequence[Mapping], key: str) -> np.ndarray:
+    return np.array([r[key] for r in rows], dtype=float)
+
+
+def _nanmedian(x: np.ndarray) -> float:
+    """Median of the finite values (NaN when there are none)."""
+    x = x[np.isfinite(x)]
+    return float(np.median(x)) if x.size else float("nan")
+
+
+def runs_evidence(rows: list[dict], decide, test: str) -> tuple[str, dict]:
+    """The verdict ``decide(rows)`` and its evidence (n, the test, the stability).
+
+    The stability is the share of bootstrap resamples of the paired runs (:data:`N_BOOT`)
+    that ``decide`` gives the same verdict.
+
+    ``decide`` is the row's one rule, applied to the full runs and to every resample.
+    """
+    stab = V.bootstrap_stability(rows, decide, n_boot=N_BOOT)
+    return decide(rows), ev(
+        len(rows), test, stab, f"bootstrap over the {len(rows)} paired runs, {N_BOOT} resamples"
+    )
+
+
+def _fig1_runs(n, var: str, methods=LA_FIG1_RUN_METHODS) -> list[dict]:
+    """Figure 1's paired runs: ``{method: value}`` per run (``var`` of :func:`la_fig1_per_run`)."""
+    pr = n["la_fig1"]["per_run"]
+    return paired_runs({m: pr[m][var] for m in methods})
 
 
 # ----------------------------------------------------------------------------- Figure 1
+
+
+def fig1_median_rule(rows: Sequence[Mapping], margin: float = 0.01) -> str:
+    """Reproduced when GD+UP's and SAM's median test losses are > ``margin`` below GD's."""
+    gd = np.median(_col(rows, "gd"))
+    ok = all(np.median(_col(rows, k)) / gd - 1 < -margin for k in ("gd_upsample", "sam"))
+    return V.REPRODUCED if ok else V.NOT_REPRODUCED
 
 
 @claim(
@@ -60,21 +100,34 @@ def _fig1_ev(n, test, var, m, decide) -> dict:
 def _fig1_median_loss(n):
     gd, up, sam = (_tl(n, m)["median"] for m in ("gd", "gd_upsample", "sam"))
     rel = {"GD+UP": up / gd - 1, "SAM": sam / gd - 1}
-    ok = all(r < -0.01 for r in rel.values())
-    verdict = V.REPRODUCED if ok else V.NOT_REPRODUCED
+    verdict, e = runs_evidence(
+        _fig1_runs(n, "test_loss_paper"), fig1_median_rule, "medians > 1 % below GD's"
+    )
     ours = (
         f"median test loss at 10,001 steps: GD {g(gd, 5)}, GD+UP {g(up, 5)} "
         f"({sg(100 * rel['GD+UP'], 2)} %), SAM {g(sam, 5)} ({sg(100 * rel['SAM'], 2)} %); "
         f"{LA}"
     )
-    return (
-        verdict,
-        ours,
-        "rule: reproduced when both medians are > 1 % below GD's",
-        _fig1_ev(n, "medians > 1 % below GD's", "test_loss", m=("gd", "gd_upsample", "sam"),
-                 decide=lambda t: all(np.median(t[k]) / np.median(t["gd"]) - 1 < -0.01
-                                      for k in ("gd_upsample", "sam"))),
-    )  # fmt: skip
+    return verdict, ours, "rule: reproduced when both medians are > 1 % below GD's", e
+
+
+def _nearest_level(levels: Sequence[float], med: float) -> tuple[int, float]:
+    """The saddle level ``L(M_k)`` nearest ``med`` and its relative distance: ``(k, rel)``."""
+    k = min(range(len(levels)), key=lambda i: abs(levels[i] - med))
+    return k, abs(med - levels[k]) / levels[k]
+
+
+def plateau_rule(levels: Sequence[float], tol: float = 0.05):
+    """The rule of ``fig1-plateau-artefact`` on paired runs.
+
+    Verified when GD's and SAM's median test losses are within ``tol`` of a saddle level.
+    """
+
+    def decide(rows: Sequence[Mapping]) -> str:
+        ok = all(_nearest_level(levels, np.median(_col(rows, m)))[1] < tol for m in ("gd", "sam"))
+        return V.VERIFIED if ok else V.REFUTED
+
+    return decide
 
 
 @claim(
@@ -88,21 +141,41 @@ def _fig1_median_loss(n):
 )
 def _fig1_plateau(n):
     levels = n["la_fig1"]["saddle_level"]
-    rows, ok = [], True
+    rows = []
     for m, lab in (("gd", "GD"), ("sam", "SAM")):
         med = _tl(n, m)["median"]
-        near = min(levels, key=lambda L: abs(L - med))
-        rel = abs(med - near) / near
-        ok &= rel < 0.05
-        k = levels.index(near)
-        rows.append(f"{lab} {g(med, 5)} vs the level after {k} features {g(near, 5)}")
-    verdict = V.VERIFIED if ok else V.REFUTED
+        k, _ = _nearest_level(levels, med)
+        rows.append(f"{lab} {g(med, 5)} vs the level after {k} features {g(levels[k], 5)}")
+    verdict, e = runs_evidence(
+        _fig1_runs(n, "test_loss_paper", ("gd", "sam")),
+        plateau_rule(levels),
+        "medians within 5 % of a saddle level",
+    )
     return (
         verdict,
         "; ".join(rows) + f" ({LA})",
         "rule: verified when GD's and SAM's medians are within 5 % of a saddle level L(M_m)",
-        ev(n["la_fig1"]["n_runs"], "medians within 5 % of a saddle level", None, NO_PER_SEED),
+        e,
     )
+
+
+def convergence_rule(d: int, tol: float = 0.005):
+    """The rule of ``fig1-convergence`` on paired runs (``loss:<m>``, ``learned:<m>`` per run).
+
+    Verified when every run of every method learned all ``d`` features and every median test
+    loss is within ``tol`` of GD's.
+    """
+
+    def decide(rows: Sequence[Mapping]) -> str:
+        gd = np.median(_col(rows, "loss:gd"))
+        ok = all(
+            abs(np.median(_col(rows, f"loss:{m}")) / gd - 1) < tol
+            and bool(np.all(_col(rows, f"learned:{m}") == d))
+            for m in LA_FIG1_RUN_METHODS
+        )
+        return V.VERIFIED if ok else V.REFUTED
+
+    return decide
 
 
 @claim(
@@ -115,17 +188,25 @@ def _fig1_plateau(n):
     ("la_fig1",),
 )
 def _fig1_convergence(n):
-    gd = _tl(n, "gd", "long")["median"]
-    bits, ok = [], True
+    bits = []
     for m, lab in (("gd", "GD"), ("gd_upsample", "GD+UP"), ("sam", "SAM")):
         t = _tl(n, m, "long")
         runs = n["la_fig1"][m]["long"]["runs_with_n_features"]
-        ok &= abs(t["median"] / gd - 1) < 0.005 and runs[-1] == sum(runs)
-        bits.append(f"{lab} {g(t['median'], 5)} ({runs[-1]}/{sum(runs)} runs learned all 4)")
+        bits.append(f"{lab} {g(t['median'], 5)} ({runs[-1]}/{sum(runs)} runs learned all "
+                    f"{len(runs) - 1})")  # fmt: skip
+    d = len(n["la_fig1"]["gd"]["long"]["runs_with_n_features"]) - 1
+    pr = n["la_fig1"]["per_run"]
+    rows = paired_runs({
+        f"{v}:{m}": pr[m][f"{key}_long"]
+        for m in LA_FIG1_RUN_METHODS
+        for v, key in (("loss", "test_loss"), ("learned", "n_learned"))
+    })  # fmt: skip
+    verdict, e = runs_evidence(
+        rows, convergence_rule(d), "every run learns all features; medians within 0.5 %"
+    )
     w = n["la_fig1"]["window_median_below_gd"]
     both = _overlap(w.get("gd_upsample", []), w.get("sam", []))
     win = ", ".join(f"{a:,}–{b:,}" for a, b in both) or "none"
-    verdict = V.VERIFIED if ok else V.REFUTED
     return (
         verdict,
         (
@@ -135,12 +216,7 @@ def _fig1_convergence(n):
         ),
         "rule: verified when all medians are within 0.5 % of GD's and every run learned all "
         "features",
-        ev(
-            n["la_fig1"]["n_runs"],
-            "every run learns all features; medians within 0.5 %",
-            None,
-            NO_PER_SEED,
-        ),
+        e,
     )
 
 
@@ -196,6 +272,37 @@ def _fig1_up_uniform(n):
     return verdict, ours, rule, e
 
 
+def sam_mechanism_rule(share: float = 0.5):
+    """The rule of ``sam-mechanism`` on paired runs.
+
+    Each run has entropy gains over GD: ``sam`` measured, ``sam_pred`` predicted by the
+    shared-radius model, ``headwise`` measured (NaN where a run did not learn every feature;
+    medians over the finite ones). Verified when SAM's measured gain is > 0, the prediction is
+    > ``share`` of it and head-wise SAM's median gain is <= 0.
+    """
+
+    def decide(rows: Sequence[Mapping]) -> str:
+        meas, pred, hw = (_nanmedian(_col(rows, k)) for k in ("sam", "sam_pred", "headwise"))
+        ok = meas > 0 and pred > share * meas and hw <= 0  # NaN fails every comparison
+        return V.VERIFIED if ok else V.REFUTED
+
+    return decide
+
+
+def _mechanism_runs(n) -> list[dict]:
+    pr = n["la_sam_mechanism"]["per_run"]
+    meas, pred = pr["entropy_measured"], pr["entropy_predicted"]
+
+    def gain(d, m):
+        return [None if a is None or b is None else a - b
+                for a, b in zip(d[m], d["gd"], strict=True)]  # fmt: skip
+
+    return paired_runs({
+        "sam": gain(meas, "sam"), "sam_pred": gain(pred, "sam"),
+        "headwise": gain(meas, "sam_headwise"),
+    })  # fmt: skip
+
+
 @claim(
     "sam-mechanism",
     "beyond",
@@ -210,8 +317,9 @@ def _sam_mechanism(n):
     sam_meas = m["sam"]["entropy_gain_measured"]["median"]
     sam_pred = m["sam"]["entropy_gain_predicted"]["median"]
     hw = m["sam_headwise"]["entropy_gain_measured"]
-    ok = sam_meas > 0 and sam_pred > 0.5 * sam_meas and hw["median"] <= 0
-    verdict = V.VERIFIED if ok else V.REFUTED
+    verdict, e = runs_evidence(
+        _mechanism_runs(n), sam_mechanism_rule(), "medians against thresholds"
+    )
     ours = (
         f"entropy gain SAM − GD (median of 25 runs): measured {sg(sam_meas)}, predicted by "
         f"the shared-radius model {sg(sam_pred)}; head-wise SAM (each head its own radius, "
@@ -226,7 +334,7 @@ def _sam_mechanism(n):
             "rule: verified when the shared-radius model predicts > 50 % of the "
             "measured gain and head-wise SAM gains nothing (median <= 0)"
         ),
-        ev(n["la_fig1"]["n_runs"], "medians against thresholds", None, NO_PER_SEED),
+        e,
     )
 
 
@@ -419,6 +527,33 @@ def _fig5_toy(n):
 # ----------------------------------------------------------------------------- upsampling theory
 
 
+def _upsampling_runs(n, sel: str) -> list[dict]:
+    """Paired runs of one selection.
+
+    Per run: its entropy change over GD (``dh``), whether it meets the entropy condition
+    (``met``) and its predicted entropy change (``pred``).
+    """
+    pr = n["la_upsampling"]["per_run"]
+    h, gd = pr["entropy"][sel], pr["entropy"]["gd"]
+    return paired_runs({
+        "dh": [None if a is None or b is None else a - b for a, b in zip(h, gd, strict=True)],
+        "met": [float(x) for x in pr["condition_met"][sel]],
+        "pred": pr["predicted_entropy_change"][sel],
+    })  # fmt: skip
+
+
+def recipe_rule(rows: Sequence[Mapping], below: float = 0.0) -> str:
+    """``up-recipe-condition``: no run meets the condition, the median change is < ``below``."""
+    ok = not np.any(_col(rows, "met")) and _nanmedian(_col(rows, "dh")) < below
+    return V.VERIFIED if ok else V.REFUTED
+
+
+def condition_selection_rule(rows: Sequence[Mapping], above: float = 0.0) -> str:
+    """``up-condition-rule``: measured and predicted median entropy changes > ``above``."""
+    ok = _nanmedian(_col(rows, "dh")) > above and _nanmedian(_col(rows, "pred")) > above
+    return V.VERIFIED if ok else V.REFUTED
+
+
 @claim(
     "up-recipe-condition",
     "beyond",
@@ -431,9 +566,11 @@ def _fig5_toy(n):
 def _up_recipe(n):
     s = n["la_upsampling"]
     h = s["hard"]
-    ok = h["condition_met_runs"] == 0 and h["entropy_minus_gd_median"] < 0
+    verdict, e = runs_evidence(
+        _upsampling_runs(n, "hard"), recipe_rule, "condition count and median against 0"
+    )
     return (
-        (V.VERIFIED if ok else V.REFUTED),
+        verdict,
         (
             f"condition met in {h['condition_met_runs']}/{s['n_runs']} runs; entropy change "
             f"predicted {sg(h['predicted_entropy_change_median'])}, measured "
@@ -441,7 +578,7 @@ def _up_recipe(n):
             f"the data, targets ×{g(h['target_ratio_median'])} the median"
         ),
         "rule: verified when no run meets the condition and the measured change is < 0",
-        ev(s["n_runs"], "condition count and median against 0", None, NO_PER_SEED),
+        e,
     )
 
 
@@ -456,16 +593,18 @@ def _up_recipe(n):
 )
 def _up_condition_rule(n):
     c = n["la_upsampling"]["condition"]
-    ok = c["entropy_minus_gd_median"] > 0 and c["predicted_entropy_change_median"] > 0
+    verdict, e = runs_evidence(
+        _upsampling_runs(n, "condition"), condition_selection_rule, "medians against 0"
+    )
     return (
-        (V.VERIFIED if ok else V.REFUTED),
+        verdict,
         (
             f"entropy change measured {sg(c['entropy_minus_gd_median'])} (runs above GD "
             f"{c['frac_runs_entropy_above_gd']:.0%}), predicted "
             f"{sg(c['predicted_entropy_change_median'])}"
         ),
         "rule: verified when the measured and predicted medians are both > 0",
-        ev(n["la_upsampling"]["n_runs"], "medians against 0", None, NO_PER_SEED),
+        e,
     )
 
 

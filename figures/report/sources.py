@@ -86,6 +86,72 @@ def _stats(values) -> dict:
     }
 
 
+def _runs(values, digits: int) -> list:
+    """Per-run values for the page's resampling: ``digits`` significant digits, None for NaN.
+
+    ``digits`` is the precision the committed data file keeps for the same variable, so the list
+    is the same whether it is computed from the full result or from its committed reduction.
+    """
+    v = np.asarray(values).ravel()
+    if v.dtype.kind in "biu":
+        return [int(x) for x in v]
+    return [_sig(x, digits) if np.isfinite(x) else None for x in v.astype(float)]
+
+
+#: The Figure 1 methods whose per-run values the page's rows resample.
+LA_FIG1_RUN_METHODS = ("gd", "gd_upsample", "sam")
+
+
+def la_fig1_per_run(ds, digits: int = 4) -> dict:
+    """Figure 1's per-run values: test loss at both horizons, features learned by the long one.
+
+    Per method of :data:`LA_FIG1_RUN_METHODS`; run ``i`` of every method is paired (same data
+    and initialization). ``digits``: the ``FIG1`` reduction's.
+    """
+    out = {}
+    for m in LA_FIG1_RUN_METHODS:
+        s = ds.sel({"method": m})
+        out[m] = {
+            "test_loss_paper": _runs(s.test_loss_at.sel({"horizon": "paper"}).values, digits),
+            "test_loss_long": _runs(s.test_loss_at.sel({"horizon": "long"}).values, digits),
+            "n_learned_long": _runs(s.n_learned.sel({"horizon": "long"}).values, digits),
+        }
+    return out
+
+
+def la_mechanism_per_run(ds, digits: int = 5) -> dict:
+    """Per run: measured and predicted entropies of GD's, SAM's and head-wise SAM's times.
+
+    The entropy of the learning times (None where a run did not learn every feature).
+    """
+    return {
+        var: {
+            str(m): _runs(ds[var].sel({"method": m}).values, digits)
+            for m in ds.method.values
+            if str(m) in ("gd", "sam", "sam_headwise")
+        }
+        for var in ("entropy_measured", "entropy_predicted")
+    }
+
+
+def la_upsampling_per_run(ds, digits: int = 5) -> dict:
+    """Per run: entropies of GD and of the hard and condition selections, and the condition.
+
+    Also whether each selection meets the entropy condition and its predicted entropy change.
+    """
+    sels = [k for k in ("hard", "condition") if k in ds.selection.values]
+    return {
+        "entropy": {
+            k: _runs(ds.entropy.sel(run_kind=k).values, digits) for k in ("gd", *sels)
+        },
+        "condition_met": {k: _runs(ds.condition_met.sel(selection=k).values, digits)
+                          for k in sels},
+        "predicted_entropy_change": {
+            k: _runs(ds.predicted_entropy_change.sel(selection=k).values, digits) for k in sels
+        },
+    }  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- main paper
 
 
@@ -150,6 +216,7 @@ def _la_fig1(results_dir: Path) -> dict:
     out = dict(ds.attrs["meta"]["summary"])
     out["n_runs"] = int(ds.run.size)
     out["saddle_level"] = ds.saddle_level.values.tolist()
+    out["per_run"] = la_fig1_per_run(ds, FIG1.sig)
     return out
 
 
@@ -180,6 +247,7 @@ def _la_mechanism(results_dir: Path) -> dict:
         }
     esc = _nc(results_dir, "linear_attention/sam_escape.nc")
     out["escape"] = {"rho": esc.rho.values.tolist(), "background": esc.background.values.tolist()}
+    out["per_run"] = la_mechanism_per_run(ds, WHOLE.sig)
     return out
 
 
@@ -187,6 +255,7 @@ def _la_upsampling(results_dir: Path) -> dict:
     ds = _nc(results_dir, "linear_attention/upsampling_study.nc")
     out = dict(ds.attrs["meta"]["summary"])
     out["n_runs"] = int(ds.run.size)
+    out["per_run"] = la_upsampling_per_run(ds, WHOLE.sig)
     return out
 
 
