@@ -29,6 +29,7 @@ __all__ = [
     "theory_claims",
     "all_rows",
     "ev",
+    "bootstrap_text",
 ]
 
 GROUPS = {
@@ -158,6 +159,18 @@ def ev(n: int | None, test: str, stability: float | None = None, resampling: str
 
 DETERMINISTIC = "deterministic: nothing to resample"
 NO_PER_SEED = "n/a (no per-seed values kept)"
+
+
+def bootstrap_text(k: int, unit: str = "seeds", what: str = "") -> str:
+    """How :func:`~figures.report.verdicts.bootstrap_stability` resamples ``k`` units.
+
+    For :func:`ev`'s ``resampling``: every one of the ``k^k`` resamples up to its
+    ``exact_below`` (5000), else 2000 random ones; ``what`` says what a drawn unit carries.
+    """
+    exact = k**k <= 5000
+    how = f"{k**k} resamples, all enumerated" if exact else "2000 random resamples"
+    tail = f"; {what}" if what else ""
+    return f"{'exact ' if exact else ''}bootstrap over the {k} {unit}: {how}{tail}"
 
 
 def _judge(fn: Callable[[Numbers], tuple]) -> Callable[[Numbers], Finding]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import verdicts as V
-from .claims import NO_PER_SEED, claim, ev, g, sg
+from .claims import bootstrap_text, claim, ev, g, sg
 
 BOOT = "exact bootstrap"
 
@@ -15,6 +17,72 @@ SOSD_GPU = "python -m llm_validation campaign --stage sosd"
 
 def _lm(n):
     return n["sosd_lm"]
+
+
+def _by_seed(setting: dict, key: str) -> dict[int, float]:
+    """``{seed: value}`` of a per-seed list of an LM setting (``settings[name]``)."""
+    vals = setting[key]
+    if len(vals) != len(setting["seeds"]):
+        raise ValueError(f"{key}: {len(vals)} values for seeds {setting['seeds']}.")
+    return dict(zip(setting["seeds"], vals, strict=True))
+
+
+def _paired_seeds(settings: dict, names, key: str) -> list[dict]:
+    """Per seed run by every setting in ``names``: ``{name: value}`` (resampled together)."""
+    per = {m: _by_seed(settings[m], key) for m in names}
+    common = sorted(set.intersection(*(set(v) for v in per.values())))
+    return [{m: per[m][sd] for m in names} for sd in common]
+
+
+def _mean(xs) -> float:
+    return sum(xs) / len(xs)
+
+
+#: sosd-two-phase: the spectral cosine to the final state at step 100 (seed mean) must exceed
+#: this, and the weight cosine must lie more than TWO_PHASE_GAP below it.
+TWO_PHASE_SIGMA_MIN = 0.9
+TWO_PHASE_GAP = 0.2
+
+
+def two_phase_decide(seeds) -> str:
+    """sosd-two-phase's rule on per-seed ``(spectral, weight)`` cosines at step 100."""
+    sig = _mean([s for s, _ in seeds])
+    w = _mean([w for _, w in seeds])
+    ok = sig > TWO_PHASE_SIGMA_MIN and w < sig - TWO_PHASE_GAP
+    return V.REPRODUCED if ok else V.NOT_SHOWN
+
+
+#: sosd-wsd: WSD must end with less than this times the constant-LR ΔΣ_attn (geometric means).
+WSD_END_RATIO = 0.2
+
+
+def _gmean(xs) -> float:
+    return math.exp(_mean([math.log(x) for x in xs]))
+
+
+def wsd_end_ratio(seeds) -> float:
+    """Geometric-mean ΔΣ_attn at the end, WSD over constant LR (per-seed ``{name: value}``)."""
+    return _gmean([r["wsd"] for r in seeds]) / _gmean([r["constant"] for r in seeds])
+
+
+def wsd_decide(seeds) -> str:
+    """sosd-wsd's rule on per-seed ``{"wsd": ΔΣ_end, "constant": ΔΣ_end}``."""
+    return V.REPRODUCED if wsd_end_ratio(seeds) < WSD_END_RATIO else V.NOT_SHOWN
+
+
+#: sosd-decay-loss: the decaying schedules compared with constant LR.
+DECAYING = ("step", "wsd", "cosine")
+
+
+def decay_loss_decide(seeds) -> str:
+    """sosd-decay-loss's rule: every decaying schedule's seed-mean final loss below constant's.
+
+    ``seeds``: per seed ``{schedule: final validation loss}`` (constant and the decaying ones).
+    """
+    const = _mean([r["constant"] for r in seeds])
+    others = [k for k in seeds[0] if k != "constant"]
+    ok = all(_mean([r[k] for r in seeds]) < const for k in others)
+    return V.REPRODUCED if ok else V.NOT_SHOWN
 
 
 # ----------------------------------------------------------------------------- pre-training
@@ -33,16 +101,22 @@ def _lm(n):
 )
 def _sosd_two_phase(n):
     c = _lm(n)["cosines"]
-    ok = c["sigma_at_100"] > 0.9 and c["weight_at_100"] < c["sigma_at_100"] - 0.2
+    seeds = list(zip(c["sigma_at_100_per_seed"], c["weight_at_100_per_seed"], strict=True))
     return (
-        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
+        two_phase_decide(seeds),
         (
             f"constant LR, step 100 of 1000: spectral cosine to the final state "
-            f"{g(c['sigma_at_100'])}, weight cosine {g(c['weight_at_100'])} ({c['n_seeds']} "
+            f"{g(c['sigma_at_100'])}, weight cosine {g(c['weight_at_100'])} ({len(seeds)} "
             "seeds, 0.1M-parameter decoder on the HMM corpus)"
         ),
-        "rule: reproduced when the spectral cosine is > 0.9 and > 0.2 above the weight cosine",
-        ev(c["n_seeds"], "seed-mean cosines against thresholds", None, NO_PER_SEED),
+        f"rule: reproduced when the seed-mean spectral cosine is > {TWO_PHASE_SIGMA_MIN:g} and "
+        f"> {TWO_PHASE_GAP:g} above the weight cosine, else not shown",
+        ev(
+            len(seeds),
+            "seed-mean cosines against thresholds",
+            V.bootstrap_stability(seeds, two_phase_decide),
+            bootstrap_text(len(seeds), what="a seed's two cosines drawn together"),
+        ),
     )
 
 
@@ -118,17 +192,23 @@ def _sosd_step(n):
 )
 def _sosd_wsd(n):
     s = _lm(n)["settings"]
-    end_ratio = s["wsd"]["attn_end"] / s["constant"]["attn_end"]
-    ok = end_ratio < 0.2
+    seeds = _paired_seeds(s, ("wsd", "constant"), "attn_end_per_seed")
+    end_ratio = wsd_end_ratio(seeds)
     return (
-        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
+        wsd_decide(seeds),
         (
             f"ΔΣ_attn at the end: WSD {g(s['wsd']['attn_end'])} vs constant LR "
             f"{g(s['constant']['attn_end'])} (×{g(end_ratio, 2)}); ratio right after the decay "
             f"starts {', '.join(g(x, 2) for x in s['wsd']['decay_ratio'])}"
         ),
-        "rule: reproduced when WSD ends with < 0.2× the constant-LR ΔΣ",
-        ev(len(s["wsd"]["seeds"]), "seed-mean ratio against 0.2", None, NO_PER_SEED),
+        f"rule: reproduced when WSD ends with < {WSD_END_RATIO:g}× the constant-LR ΔΣ "
+        "(geometric means over seeds), else not shown",
+        ev(
+            len(seeds),
+            f"ratio of geometric seed means against {WSD_END_RATIO:g}",
+            V.bootstrap_stability(seeds, wsd_decide),
+            bootstrap_text(len(seeds), what="a seed's WSD and constant-LR runs drawn together"),
+        ),
     )
 
 
@@ -145,16 +225,22 @@ def _sosd_wsd(n):
 def _sosd_decay_loss(n):
     s = _lm(n)["settings"]
     const = s["constant"]["val_loss_mean"]
-    others = {k: s[k]["val_loss_mean"] for k in ("step", "wsd", "cosine") if k in s}
-    ok = all(v < const for v in others.values())
+    others = {k: s[k]["val_loss_mean"] for k in DECAYING if k in s}
+    seeds = _paired_seeds(s, ("constant", *others), "val_loss_per_seed")
     return (
-        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
+        decay_loss_decide(seeds),
         (
             f"final validation loss: constant {g(const, 4)}; "
             + ", ".join(f"{k} {g(v, 4)}" for k, v in others.items())
         ),
-        "rule: reproduced when every decaying schedule ends below constant LR",
-        ev(len(s["constant"]["seeds"]), "seed-mean losses compared", None, NO_PER_SEED),
+        "rule: reproduced when every decaying schedule's seed-mean final loss is below constant "
+        "LR's, else not shown",
+        ev(
+            len(seeds),
+            "seed-mean losses compared",
+            V.bootstrap_stability(seeds, decay_loss_decide),
+            bootstrap_text(len(seeds), what="a seed's runs of every schedule drawn together"),
+        ),
     )
 
 
@@ -281,6 +367,37 @@ def _toy(n):
     return n["sosd_toy"]
 
 
+def _median(xs) -> float:
+    return float(np.median(np.asarray(xs, dtype=float)))
+
+
+def _fits_by_seed(fits, key: str) -> list[list[float]]:
+    """The fits' ``key`` values grouped by seed, in seed order (a seed is resampled whole)."""
+    out: dict[int, list[float]] = {}
+    for f in fits:
+        out.setdefault(int(f["seed"]), []).append(float(f[key]))
+    return [out[s] for s in sorted(out)]
+
+
+#: sosd-toy-eta: the median fitted exponent of T_ε against η must lie within this of −1.
+ETA_TOL = 0.2
+
+
+def eta_decide(groups) -> str:
+    """sosd-toy-eta's rule on per-seed groups of fitted exponents (pooled median)."""
+    ok = abs(_median([x for grp in groups for x in grp]) + 1) < ETA_TOL
+    return V.REPRODUCED if ok else V.NOT_SHOWN
+
+
+#: sosd-toy-sigma: the median R² of the linear fits of (ηT_QK)² in ln(1/σ) must exceed this.
+R2_MIN = 0.8
+
+
+def sigma_decide(groups) -> str:
+    """sosd-toy-sigma's rule on per-seed groups of R² values (pooled median)."""
+    return V.REPRODUCED if _median([x for grp in groups for x in grp]) > R2_MIN else V.NOT_SHOWN
+
+
 @claim(
     "sosd-toy-onset",
     "002",
@@ -355,15 +472,21 @@ def _toy_norms(n):
 )
 def _toy_eta(n):
     e = _toy(n)["eta_exponent_scaled"]
-    ok = abs(e["median"] + 1) < 0.2
+    groups = _fits_by_seed(_toy(n)["eta_exponent_scaled_fits"], "exponent")
+    med = _median([x for grp in groups for x in grp])
     return (
-        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
+        eta_decide(groups),
         (
-            f"fitted exponent of T_ε against η (ε = 2e-4·η): median {g(e['median'])} (q25 "
-            f"{g(e['q25'])}, q75 {g(e['q75'])}, {e['n']} fits over seeds × σ)"
+            f"fitted exponent of T_ε against η (ε = 2e-4·η): median {g(med)} (q25 "
+            f"{g(e['q25'])}, q75 {g(e['q75'])}, {e['n']} fits over {len(groups)} seeds × σ)"
         ),
-        "rule: reproduced when the median exponent is within 0.2 of −1",
-        ev(e["n"], "median of the fits against a tolerance", None, NO_PER_SEED),
+        f"rule: reproduced when the median exponent is within {ETA_TOL:g} of −1, else not shown",
+        ev(
+            len(groups),
+            f"median of the {e['n']} fits against a tolerance",
+            V.bootstrap_stability(groups, eta_decide),
+            bootstrap_text(len(groups), what="a seed's fits drawn together"),
+        ),
     )
 
 
@@ -378,12 +501,19 @@ def _toy_eta(n):
 )
 def _toy_sigma(n):
     r2 = _toy(n)["sigma_law_r2"]
-    ok = r2["median"] > 0.8
+    groups = _fits_by_seed(_toy(n)["sigma_law_r2_fits"], "r2")
+    med = _median([x for grp in groups for x in grp])
     return (
-        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
-        f"per-seed R² of the linear fit: median {g(r2['median'])} ({r2['n']} fits)",
-        "rule: reproduced when the median R² is > 0.8",
-        ev(r2["n"], "median R² against 0.8", None, NO_PER_SEED),
+        sigma_decide(groups),
+        f"per-seed R² of the linear fit: median {g(med)} ({r2['n']} fits over {len(groups)} "
+        "seeds × η)",
+        f"rule: reproduced when the median R² is > {R2_MIN:g}, else not shown",
+        ev(
+            len(groups),
+            f"median R² of the {r2['n']} fits against {R2_MIN:g}",
+            V.bootstrap_stability(groups, sigma_decide),
+            bootstrap_text(len(groups), what="a seed's fits drawn together"),
+        ),
     )
 
 

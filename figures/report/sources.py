@@ -494,6 +494,7 @@ def _markov_coupling(results_dir: Path) -> dict:
         far = ds.eps.values <= 1e-6  # the theory claim's range, 1e-6 ... 1e-12
         out["T"][str(int(T))] = {
             "t_c_mean": tc.mean(0).tolist(),
+            "t_c_per_seed": tc.tolist(),  # (seed, eps): the seeds are resampled (stability)
             "n_seeds": int(tc.shape[0]),
             "beta": beta,
             "slope_sqrt_tc": slope,
@@ -800,6 +801,16 @@ def _sosd_toy(results_dir: Path) -> dict:
         "eta_exponent_scaled": _stats([r["exponent_scaled"] for r in fits["eta_exponent"]]),
         "eta_exponent_fixed": _stats([r["exponent_fixed"] for r in fits["eta_exponent"]]),
         "sigma_law_r2": _stats([r["r2"] for r in fits["sigma_law"] if "r2" in r]),
+        # the fits with their seed (fits of one seed share its runs: seeds are resampled)
+        "eta_exponent_scaled_fits": [
+            {"seed": int(r["seed"]), "sigma": r["sigma"], "exponent": r["exponent_scaled"]}
+            for r in fits["eta_exponent"]
+        ],
+        "sigma_law_r2_fits": [
+            {"seed": int(r["seed"]), "eta": r["eta"], "r2": r["r2"]}
+            for r in fits["sigma_law"]
+            if "r2" in r
+        ],
         "loss_final": _stats([r["loss"]["final"] for r in summ]),
     }
 
@@ -831,6 +842,8 @@ def _sosd_lm(results_dir: Path) -> dict:
             "attn_before_per_seed": [x["before_decay"] for x in a],
             "decay_ratio": [r["decay_ratio"] for r in rs if "decay_ratio" in r],
             "val_loss_mean": _f(np.mean([r["val_loss_final"] for r in rs])),
+            "attn_end_per_seed": [x["end"] for x in a],
+            "val_loss_per_seed": [r["val_loss_final"] for r in rs],
             "nuclear_growth": _f(np.mean([r["nuclear_growth"] for r in rs])),
         }
     const = [r for _, r in sorted(by["constant"], key=lambda t: t[0])]
@@ -840,6 +853,7 @@ def _sosd_lm(results_dir: Path) -> dict:
         vals = [dict(s)[str(step)][key] for s in snaps if str(step) in dict(s)]
         return _f(np.mean(vals)) if vals else None
 
+    at_100 = [dict(s)["100"] for s in snaps if "100" in dict(s)]
     cw, c0 = settings.get("cosine_wd"), settings.get("cosine")
     wd_gain = (
         [
@@ -855,6 +869,9 @@ def _sosd_lm(results_dir: Path) -> dict:
             "sigma_at_100": cos_at(100, "spectral"),
             "weight_at_100": cos_at(100, "weight"),
             "sigma_at_50": cos_at(50, "spectral"),
+            # per seed at step 100 (the seeds that recorded it, in seed order)
+            "sigma_at_100_per_seed": [c["spectral"] for c in at_100],
+            "weight_at_100_per_seed": [c["weight"] for c in at_100],
             "n_seeds": len(const),
         },
         "wd_paired_gain": wd_gain,

@@ -29,6 +29,8 @@ __all__ = [
     "SummaryStatus",
     "gpu_numbers",
     "TOTAL_BYTES_LIMIT",
+    "numbers_from_summaries",
+    "add_number_fields",
 ]
 
 #: The committed summaries must stay well under 5 MB in all (checked by the tests).
@@ -244,3 +246,105 @@ def load_provenance(root: str | Path = store.SUMMARY_DIR) -> dict[str, dict]:
         p.stem: store.read_summary_json(p).get("provenance", {})
         for p in sorted((Path(root) / "numbers").glob("*.json"))
     }
+
+
+def numbers_from_summaries(name: str, root: str | Path = store.SUMMARY_DIR) -> dict:
+    """The numbers of source ``name`` recomputed from its committed data (no ``results/``).
+
+    The summarised result files are hydrated into a scratch folder
+    (:func:`figures.report.drawing.summary_results`) and the source's ``numbers`` function reads
+    them. Files kept whole give the same numbers as the full results; rounded ones (a
+    Reduction's ``sig``) give them to those digits.
+    """
+    from .drawing import summarised, summary_results
+
+    s = SOURCES.get(name)
+    if s is None or s.numbers is None:
+        raise ValueError(f"`name` {name!r} is not a summary source with numbers.")
+    if not summarised(name, Path(root)):
+        raise ValueError(f"`name` {name!r} has no committed data under {root}/data.")
+    with summary_results([name], Path(root)) as tmp:
+        return to_jsonable(s.numbers(tmp))
+
+
+def _leaves(d, prefix=()):
+    if isinstance(d, dict):
+        for k, v in d.items():
+            yield from _leaves(v, (*prefix, k))
+    elif isinstance(d, list) and any(isinstance(x, (dict, list)) for x in d):
+        for i, v in enumerate(d):
+            yield from _leaves(v, (*prefix, i))
+    else:
+        yield prefix, d
+
+
+def _agree(a, b, rtol: float) -> bool:
+    import math
+
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_agree(x, y, rtol) for x, y in zip(a, b, strict=True))
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)):
+        return a == b
+    if not isinstance(b, (int, float)):
+        return False
+    return math.isclose(a, b, rel_tol=rtol, abs_tol=rtol * 1e-3)
+
+
+def _new_fields(old, new, prefix=()):
+    """Paths of the dict keys ``new`` has and ``old`` lacks (whole subtrees)."""
+    out = []
+    for k, v in new.items():
+        if k not in old:
+            out.append((*prefix, k))
+        elif isinstance(v, dict) and isinstance(old[k], dict):
+            out += _new_fields(old[k], v, (*prefix, k))
+    return out
+
+
+def add_number_fields(
+    name: str, root: str | Path = store.SUMMARY_DIR, *, rtol: float = 1e-3
+) -> list[str]:
+    """Add to ``numbers/<name>.json`` the fields its source computes now and the file lacks.
+
+    For a new field of the numbers (per-seed values a row resamples) when ``results/`` is gone:
+    the numbers are recomputed from the committed data (:func:`numbers_from_summaries`); every
+    field the file already has must agree with the recomputation (to ``rtol``: rounded data),
+    else ``ValueError`` and nothing is written. Existing values are kept as they are (computed
+    from the full results); the new fields are added and ``provenance["fields_added"]`` says
+    which, from what and when. Returns the added fields as dotted paths.
+    """
+    path = store.numbers_path(name, Path(root))
+    if not path.exists():
+        raise ValueError(f"`name` {name!r}: no committed numbers file {path}.")
+    payload = store.read_summary_json(path)
+    old = payload["numbers"]
+    new = numbers_from_summaries(name, root)
+    new_leaves = dict(_leaves(new))
+    off = [
+        ".".join(map(str, k))
+        for k, v in _leaves(old)
+        if k in new_leaves and not _agree(v, new_leaves[k], rtol)
+    ]
+    if off:
+        raise ValueError(
+            f"{name}: the committed data no longer give the committed numbers at {off[:5]}; "
+            "regenerate the summary from the full results (`python -m figures summaries`)."
+        )
+    added = _new_fields(old, new)
+    for keys in added:
+        d_old, d_new = old, new
+        for k in keys[:-1]:
+            d_old, d_new = d_old[k], d_new[k]
+        d_old[keys[-1]] = d_new[keys[-1]]
+    dotted = [".".join(map(str, k)) for k in added]
+    if added:
+        payload.setdefault("provenance", {}).setdefault("fields_added", []).append(
+            {
+                "fields": dotted,
+                "from": "the committed data/ files (hydrated), not the full results",
+                "commit": git_info().get("git_commit"),
+                "written": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            }
+        )
+        store.write_summary_json(path, payload)
+    return dotted
