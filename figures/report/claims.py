@@ -144,6 +144,16 @@ def ci(d: Mapping, digits: int = 3) -> str:
     return f"{sg(d['mean'], digits)} [{sg(d['lo'], digits)}, {sg(d['hi'], digits)}]"
 
 
+def bootstrap_text(n: int, what: str = "seeds", exact_below: int = 5000) -> str:
+    """How :func:`~figures.report.verdicts.bootstrap_stability` resamples ``n`` ``what``.
+
+    Exact (every one of the ``n^n`` resamples) when ``n^n <= exact_below``, else 2000 random.
+    """
+    if n**n <= exact_below:
+        return f"exact bootstrap over the {n} {what} ({n**n} resamples, paired values together)"
+    return f"bootstrap over the {n} {what} (2000 resamples, paired values drawn together)"
+
+
 def ev(n: int | None, test: str, stability: float | None = None, resampling: str = "") -> dict:
     """The evidence behind a verdict (:class:`~figures.report.verdicts.Finding`'s fields).
 
