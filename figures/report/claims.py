@@ -150,8 +150,8 @@ def bootstrap_text(n: int, what: str = "seeds", exact_below: int = 5000) -> str:
     Exact (every one of the ``n^n`` resamples) when ``n^n <= exact_below``, else 2000 random.
     """
     if n**n <= exact_below:
-        return f"exact bootstrap over the {n} {what} ({n**n} resamples, paired values together)"
-    return f"bootstrap over the {n} {what} (2000 resamples, paired values drawn together)"
+        return f"exact bootstrap over the {n} {what}: all {n**n} resamples, paired values together"
+    return f"bootstrap over the {n} {what}: 2000 resamples, paired values together"
 
 
 def ev(n: int | None, test: str, stability: float | None = None, resampling: str = "") -> dict:

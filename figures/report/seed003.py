@@ -261,8 +261,8 @@ def _lowest(n):
     mean = _seed_means(rows)
     return (
         lowest_decide(rows),
-        "λ_max (seed means): " + ", ".join(f"{NAMES.get(o, o)} {g(v, 3)}"
-                                           for (_, o), v in mean.items()),  # fmt: skip
+        "λ_max (seed means): "
+        + ", ".join(f"{NAMES.get(o, o)} {g(v, 3)}" for (_, o), v in mean.items()),  # fmt: skip
         "rule: reproduced when SAM's mean λ_max is the lowest, else not shown",
         ev(
             len(rows),
