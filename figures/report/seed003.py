@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import verdicts as V
-from .claims import NO_PER_SEED, claim, ev, g, sg
+from .claims import bootstrap_text, claim, ev, g, sg
 
 BOOT = "exact bootstrap"
 
@@ -181,6 +181,32 @@ def _rho_sam(n):
     )
 
 
+#: Sharpness metrics the flatness claim reads (Tables 4 and 6: λ_max and tr H_L).
+FLAT_KEYS = ("lambda_max", "tr_H_L")
+
+
+def _sharp_rows(n, keys=FLAT_KEYS) -> list[dict]:
+    """One record per seed, ``{(metric, optimizer): value}``: the paired resampling unit."""
+    m = n["sam_family_sharpness"]["metrics"]
+    cols = {(k, o): m[k][o]["per_seed"] for k in keys for o in m[k]}
+    return [dict(zip(cols, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
+
+
+def _seed_means(rows) -> dict:
+    return {c: sum(r[c] for r in rows) / len(rows) for c in rows[0]}
+
+
+def _flat_ratios(rows) -> dict:
+    """``{(metric, optimizer): seed mean / AdamW's seed mean}`` for every non-AdamW optimizer."""
+    mean = _seed_means(rows)
+    return {(k, o): v / mean[(k, "adamw")] for (k, o), v in mean.items() if o != "adamw"}
+
+
+def flatter_decide(rows) -> str:
+    """Fsam-flatter's rule: reproduced when every ratio of seed means is below 1."""
+    return V.all_rule([r < 1 for r in _flat_ratios(rows).values()])[0]
+
+
 @claim(
     "fsam-flatter",
     "003",
@@ -191,26 +217,34 @@ def _rho_sam(n):
     ("sam_family_sharpness",),
 )
 def _flatter(n):
-    m = n["sam_family_sharpness"]["metrics"]
-    opts = [o for o in m["lambda_max"] if o != "adamw"]
-    flags = [m[k][o]["ratio_to_adamw"] < 1 for k in ("lambda_max", "tr_H_L") for o in opts]
-    verdict, rule = V.all_rule(flags)
+    rows = _sharp_rows(n)
+    ratios = _flat_ratios(rows)
+    verdict = flatter_decide(rows)
+    _, rule = V.all_rule([True] * len(ratios))
+    opts = [o for k, o in ratios if k == FLAT_KEYS[0]]
     ours = "; ".join(
-        f"{NAMES.get(o, o)} λ_max ×{g(m['lambda_max'][o]['ratio_to_adamw'], 2)}, "
-        f"tr H_L ×{g(m['tr_H_L'][o]['ratio_to_adamw'], 2)}"
+        f"{NAMES.get(o, o)} λ_max ×{g(ratios[('lambda_max', o)], 2)}, "
+        f"tr H_L ×{g(ratios[('tr_H_L', o)], 2)}"
         for o in opts
     )
     return (
         verdict,
-        ours + f" (mean of {len(n['sam_family_sharpness']['seeds'])} seeds)",
+        ours + f" (mean of {len(rows)} seeds)",
         rule + " (ratio of seed means)",
         ev(
-            len(n["sam_family_sharpness"]["seeds"]),
+            len(rows),
             "ratios of seed means below 1",
-            None,
-            NO_PER_SEED,
+            V.bootstrap_stability(rows, flatter_decide),
+            bootstrap_text(len(rows)),
         ),
     )
+
+
+def lowest_decide(rows) -> str:
+    """Sam-lowest-lambda's rule: reproduced when SAM's seed-mean λ_max is the lowest."""
+    mean = _seed_means(rows)
+    best = min((v, o) for (k, o), v in mean.items() if k == "lambda_max")[1]
+    return V.REPRODUCED if best == "sam" else V.NOT_SHOWN
 
 
 @claim(
@@ -223,19 +257,67 @@ def _flatter(n):
     ("sam_family_sharpness",),
 )
 def _lowest(n):
-    m = n["sam_family_sharpness"]["metrics"]["lambda_max"]
-    best = min((v["mean"], o) for o, v in m.items())[1]
-    ok = best == "sam"
+    rows = _sharp_rows(n, ("lambda_max",))
+    mean = _seed_means(rows)
     return (
-        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
-        ("λ_max: " + ", ".join(f"{NAMES.get(o, o)} {g(v['mean'], 3)}" for o, v in m.items())),
+        lowest_decide(rows),
+        "λ_max (seed means): "
+        + ", ".join(f"{NAMES.get(o, o)} {g(v, 3)}" for (_, o), v in mean.items()),  # fmt: skip
         "rule: reproduced when SAM's mean λ_max is the lowest, else not shown",
-        ev(len(n["sam_family_sharpness"]["seeds"]), "lowest seed mean", None, NO_PER_SEED),
+        ev(
+            len(rows),
+            "lowest seed mean",
+            V.bootstrap_stability(rows, lowest_decide),
+            bootstrap_text(len(rows)),
+        ),
     )
 
 
 def _tau(n, m="adamw"):
     return n["sam_family_tau"]["methods"][m]
+
+
+def _tau_rows(n, m="adamw") -> list[dict]:
+    """One record per seed of method ``m``: ``{share: values after the cut, share/init: ...}``."""
+    t = _tau(n, m)
+    keys = ("tau_logit", "tau_func", "tau_cross")
+    out = []
+    for i in range(len(t["tau_logit"]["per_seed"])):
+        r = {k: t[k]["per_seed"][i] for k in keys}
+        r.update({f"{k}/init": t[k]["per_seed_init"][i] for k in keys})
+        out.append(r)
+    return out
+
+
+def tau_quartiles(rows, key: str) -> tuple[float, float, float]:
+    """q25, median, q75 of share ``key`` pooled over the seeds' steps after the cut."""
+    import numpy as np
+
+    q = np.nanquantile(np.concatenate([np.asarray(r[key], float) for r in rows]),
+                       [0.25, 0.5, 0.75])  # fmt: skip
+    return float(q[0]), float(q[1]), float(q[2])
+
+
+def tau_logit_decide(rows) -> str:
+    """Tau-logit's rule: pooled median τ_logit in [0.8, 1.25] and > 3 × |median τ_func|."""
+    lo, f = tau_quartiles(rows, "tau_logit")[1], tau_quartiles(rows, "tau_func")[1]
+    return V.REPRODUCED if 0.8 <= lo <= 1.25 and lo > 3 * abs(f) else V.NOT_SHOWN
+
+
+def tau_cross_decide(rows) -> str:
+    """Tau-cross's rule: the pooled upper quartile of τ_cross is below 0."""
+    return V.REPRODUCED if tau_quartiles(rows, "tau_cross")[2] < 0 else V.NOT_SHOWN
+
+
+def _tau_init(rows) -> dict:
+    return {k: sum(r[f"{k}/init"] for r in rows) / len(rows)
+            for k in ("tau_logit", "tau_func", "tau_cross")}  # fmt: skip
+
+
+def tau_init_decide(rows) -> str:
+    """Tau-init's rule: seed-mean τ_func > 0.8 and τ_logit < 0.2 at step 0."""
+    t = _tau_init(rows)
+    return V.VERIFIED if t["tau_func"] > 0.8 and t["tau_logit"] < 0.2 else V.NOT_SHOWN
 
 
 @claim(
@@ -248,18 +330,21 @@ def _tau(n, m="adamw"):
     ("sam_family_tau",),
 )
 def _tau_logit(n):
-    t = _tau(n)
-    lo, f = t["tau_logit"], t["tau_func"]
-    ok = 0.8 <= lo["median"] <= 1.25 and lo["median"] > 3 * abs(f["median"])
+    rows = _tau_rows(n)
+    lo, f = tau_quartiles(rows, "tau_logit"), tau_quartiles(rows, "tau_func")
     return (
-        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
+        tau_logit_decide(rows),
         (
             f"AdamW, steps > {n['sam_family_tau']['cut_step']}: τ_logit q25/median/q75 "
-            f"{g(lo['q25'])}/{g(lo['median'])}/{g(lo['q75'])}, τ_func median {g(f['median'])} "
-            f"({t['n_seeds']} seeds)"
+            f"{g(lo[0])}/{g(lo[1])}/{g(lo[2])}, τ_func median {g(f[1])} ({len(rows)} seeds)"
         ),
         "rule: reproduced when the median τ_logit is within 0.8-1.25 and > 3× τ_func",
-        ev(t["n_seeds"], "pooled quartiles against thresholds", None, NO_PER_SEED),
+        ev(
+            len(rows),
+            "pooled quartiles against thresholds",
+            V.bootstrap_stability(rows, tau_logit_decide),
+            bootstrap_text(len(rows)),
+        ),
     )
 
 
@@ -273,13 +358,18 @@ def _tau_logit(n):
     ("sam_family_tau",),
 )
 def _tau_cross(n):
-    t = _tau(n)["tau_cross"]
-    ok = t["q75"] < 0
+    rows = _tau_rows(n)
+    q = tau_quartiles(rows, "tau_cross")
     return (
-        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
-        f"AdamW: τ_cross q25/median/q75 {g(t['q25'])}/{g(t['median'])}/{g(t['q75'])}",
+        tau_cross_decide(rows),
+        f"AdamW: τ_cross q25/median/q75 {g(q[0])}/{g(q[1])}/{g(q[2])}",
         "rule: reproduced when the upper quartile is below 0",
-        ev(_tau(n)["n_seeds"], "pooled upper quartile below 0", None, NO_PER_SEED),
+        ev(
+            len(rows),
+            "pooled upper quartile below 0",
+            V.bootstrap_stability(rows, tau_cross_decide),
+            bootstrap_text(len(rows)),
+        ),
     )
 
 
@@ -292,17 +382,22 @@ def _tau_cross(n):
     "sam_family_tau",
     ("sam_family_tau",),
 )
-def _tau_init(n):
-    t = _tau(n)
-    ok = t["tau_func"]["init"] > 0.8 and t["tau_logit"]["init"] < 0.2
+def _tau_init_row(n):
+    rows = _tau_rows(n)
+    t = _tau_init(rows)
     return (
-        (V.VERIFIED if ok else V.NOT_SHOWN),
+        tau_init_decide(rows),
         (
-            f"step 0: τ_logit {g(t['tau_logit']['init'])}, τ_func {g(t['tau_func']['init'])}, "
-            f"τ_cross {g(t['tau_cross']['init'])}"
+            f"step 0: τ_logit {g(t['tau_logit'])}, τ_func {g(t['tau_func'])}, "
+            f"τ_cross {g(t['tau_cross'])}"
         ),
         "rule: verified when τ_func > 0.8 and τ_logit < 0.2 at step 0, else not shown",
-        ev(t["n_seeds"], "seed-mean values against thresholds", None, NO_PER_SEED),
+        ev(
+            len(rows),
+            "seed-mean values against thresholds",
+            V.bootstrap_stability(rows, tau_init_decide),
+            bootstrap_text(len(rows)),
+        ),
     )
 
 

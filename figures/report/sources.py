@@ -583,10 +583,17 @@ def _markov_beyond(results_dir: Path) -> dict:
                                       else ds.attrs.get("mm_bayes_loss_mean", np.nan))),
         "hard_bayes_loss": {f"{t}_k{int(k)}": _f(ds.mm_hard_cluster_bayes_loss.sel(
             target=t, k=k).mean()) for t in ds.target.values for k in ds.k.values},
+        # the same per seed (mm_seed order; None where a seed has none), for the page's
+        # bootstrap over seeds
+        "hard_bayes_loss_per_seed": {f"{t}_k{int(k)}": [_f(x) for x in
+            ds.mm_hard_cluster_bayes_loss.sel(target=t, k=k).values]
+            for t in ds.target.values for k in ds.k.values},
         "hard_fraction": {f"{t}_k{int(k)}": [_f(x) for x in (ds.mm_n_selected.sel(
             target=t, k=k).values / ds.attrs.get("mm_n_train", np.nan))]
             for t in ds.target.values for k in ds.k.values},
     }  # fmt: skip
+    if "mm_bayes_loss_mean" in ds:
+        out["bayes_loss_per_seed"] = [_f(x) for x in ds["mm_bayes_loss_mean"].values]
     return out
 
 
@@ -607,6 +614,10 @@ def _sosd_bridge(results_dir: Path) -> dict:
                 "first": _stats(first),
                 "later": _stats(later),
                 "chance": _f(np.median(chance)) if chance else None,
+                # per run: every stage's offset and the chance level (the page's bootstrap
+                # over runs)
+                "per_run": [{"relative": [_f(x) for x in r["relative"]],
+                             "chance": _f(r["chance_relative"])} for r in rows],
             }
     gd = ds.onset.sel(arm="gd").values
     for arm in ds.arm.values:
@@ -735,6 +746,8 @@ def _sam_sharpness(results_dir: Path) -> dict:
             str(m): {
                 **_stats(ds[k].sel(optimizer=m).values),
                 "ratio_to_adamw": _f(float(ds[k].sel(optimizer=m).mean()) / base),
+                # per seed, in the order of ``seeds`` (the page's bootstrap over seeds)
+                "per_seed": [_f(x) for x in ds[k].sel(optimizer=m).values],
             }
             for m in ds.optimizer.values
         }
@@ -756,10 +769,26 @@ def _sam_tau(results_dir: Path) -> dict:
                 "median": _f(q[1]),
                 "q75": _f(q[2]),
                 "init": _f(np.nanmean(init[k].values)),
+                **tau_per_seed(x[k], init[k]),
             }
         row["n_seeds"] = int(np.isfinite(x["tau_logit"].values).any(axis=-1).sum())
         out["methods"][str(m)] = row
     return out
+
+
+def tau_per_seed(after, init) -> dict:
+    """One τ share per seed that ran: its values after the cut step and at step 0.
+
+    ``after``: ``(seed, callback_step)`` after the cut; ``init``: ``(seed,)`` at step 0.
+    ``{"per_seed": [[values after the cut (4 digits)], ...], "per_seed_init": [...]}`` over the
+    seeds with any finite value (the page's bootstrap over seeds pools the drawn seeds' values).
+    """
+    a = np.asarray(after.transpose("seed", ...).values, float)
+    ran = np.isfinite(a).any(axis=-1)
+    return {
+        "per_seed": [[_sig(v) for v in row if np.isfinite(v)] for row in a[ran]],
+        "per_seed_init": [_f(v) for v in np.asarray(init.values, float)[ran]],
+    }
 
 
 def _sam_tau_smollm2(results_dir: Path) -> dict:
@@ -906,6 +935,10 @@ SOSD_TOY = Reduction(
 #: The bridge draws the curves of one run per arm and the peaks of every run (kept whole
 #: until its size is known).
 SOSD_BRIDGE = Reduction(sig=4)
+#: The bridge's Markov run: the figure draws the head-mean ΔΣ, the stage times, the onsets and
+#: the alignment (attributes); the singular values themselves (``sigma``, 0.99 of the 1.1 MB
+#: file) are read by nothing, so they stay in ``results/``.
+SOSD_BRIDGE_MARKOV = Reduction(drop=("sigma",), sig=4)
 #: The SoSD LM figure reads the per-matrix metrics, not the singular values themselves (18 files
 #: of 64 singular values x 8 matrices x 101 records would be 3.9 MB of the 4 MB budget); every
 #: other record is enough to draw the curves (the onsets are computed from the full runs).
@@ -1005,7 +1038,7 @@ _add(
     Source("markov_beyond", {"markov/beyond_uniformity.nc": Reduction(sig=4)}, _markov_beyond),
     Source(
         "sosd_bridge",
-        {"sosd_bridge/la.nc": SOSD_BRIDGE, "sosd_bridge/markov_seed0.nc": Reduction(sig=4)},
+        {"sosd_bridge/la.nc": SOSD_BRIDGE, "sosd_bridge/markov_seed0.nc": SOSD_BRIDGE_MARKOV},
         _sosd_bridge,
     ),
     Source(
