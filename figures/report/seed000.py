@@ -125,7 +125,7 @@ def plateau_rule(levels: Sequence[float], tol: float = 0.05):
 
     def decide(rows: Sequence[Mapping]) -> str:
         ok = all(_nearest_level(levels, np.median(_col(rows, m)))[1] < tol for m in ("gd", "sam"))
-        return V.VERIFIED if ok else V.REFUTED
+        return V.VERIFIED if ok else V.NOT_SHOWN
 
     return decide
 
@@ -173,7 +173,7 @@ def convergence_rule(d: int, tol: float = 0.005):
             and bool(np.all(_col(rows, f"learned:{m}") == d))
             for m in LA_FIG1_RUN_METHODS
         )
-        return V.VERIFIED if ok else V.REFUTED
+        return V.VERIFIED if ok else V.NOT_SHOWN
 
     return decide
 
@@ -284,7 +284,7 @@ def sam_mechanism_rule(share: float = 0.5):
     def decide(rows: Sequence[Mapping]) -> str:
         meas, pred, hw = (_nanmedian(_col(rows, k)) for k in ("sam", "sam_pred", "headwise"))
         ok = meas > 0 and pred > share * meas and hw <= 0  # NaN fails every comparison
-        return V.VERIFIED if ok else V.REFUTED
+        return V.VERIFIED if ok else V.NOT_SHOWN
 
     return decide
 
@@ -461,7 +461,7 @@ def _thm44_edge(n):
     fails = m["outside_learned"] - m["outside_holds"]
     ok = fails > 0
     return (
-        (V.VERIFIED if ok else V.REFUTED),
+        (V.VERIFIED if ok else V.NOT_SHOWN),
         (
             f"full first-order ODEs outside the condition: {m['outside_learned']} points learn "
             f"every feature, the ordering fails at {fails}; smallest gap "
@@ -545,13 +545,13 @@ def _upsampling_runs(n, sel: str) -> list[dict]:
 def recipe_rule(rows: Sequence[Mapping], below: float = 0.0) -> str:
     """``up-recipe-condition``: no run meets the condition, the median change is < ``below``."""
     ok = not np.any(_col(rows, "met")) and _nanmedian(_col(rows, "dh")) < below
-    return V.VERIFIED if ok else V.REFUTED
+    return V.VERIFIED if ok else V.NOT_SHOWN
 
 
 def condition_selection_rule(rows: Sequence[Mapping], above: float = 0.0) -> str:
     """``up-condition-rule``: measured and predicted median entropy changes > ``above``."""
     ok = _nanmedian(_col(rows, "dh")) > above and _nanmedian(_col(rows, "pred")) > above
-    return V.VERIFIED if ok else V.REFUTED
+    return V.VERIFIED if ok else V.NOT_SHOWN
 
 
 @claim(

@@ -92,7 +92,7 @@ def test_plateau_rule_share_counted_by_hand():
     # tol: GD's single run is 4 % above the level 0.5
     one = S.paired_runs({"gd": [0.52], "sam": [0.5]})
     assert S.plateau_rule([1.0, 0.5])(one) == V.VERIFIED
-    assert S.plateau_rule([1.0, 0.5], tol=0.03)(one) == V.REFUTED
+    assert S.plateau_rule([1.0, 0.5], tol=0.03)(one) == V.NOT_SHOWN
 
 
 def _conv_rows(loss_up, learned_sam):
@@ -118,13 +118,13 @@ def test_convergence_rule_shares_counted_by_hand():
     # one SAM run of 4 learned 1 of 2 features: refuted, unless a resample misses it,
     # (3/4)^4 = 81/256 of the resamples
     rows = _conv_rows([1.0] * 4, [2, 2, 2, 1])
-    assert rule(rows) == V.REFUTED
+    assert rule(rows) == V.NOT_SHOWN
     assert _stab(rows, rule) == Fraction(256 - 81, 256)
     # tol: a 0.3 % gap passes at 0.5 %, not at 0.1 %
     rows = _conv_rows([1.003] * 3, [2] * 3)
     assert rule(rows) == V.VERIFIED
-    assert S.convergence_rule(d=2, tol=0.001)(rows) == V.REFUTED
-    assert S.convergence_rule(d=3)(rows) == V.REFUTED  # d: every run must learn all d
+    assert S.convergence_rule(d=2, tol=0.001)(rows) == V.NOT_SHOWN
+    assert S.convergence_rule(d=3)(rows) == V.NOT_SHOWN  # d: every run must learn all d
 
 
 def test_sam_mechanism_rule_share_counted_by_hand():
@@ -139,17 +139,17 @@ def test_sam_mechanism_rule_share_counted_by_hand():
     # share: the prediction is 60 % of the measured gain
     rows = S.paired_runs({"sam": [1.0], "sam_pred": [0.6], "headwise": [-1.0]})
     assert S.sam_mechanism_rule(0.5)(rows) == V.VERIFIED
-    assert S.sam_mechanism_rule(0.7)(rows) == V.REFUTED
+    assert S.sam_mechanism_rule(0.7)(rows) == V.NOT_SHOWN
 
 
 def test_recipe_rule_share_counted_by_hand():
     # run 3 meets the condition: refuted; resamples that miss it (2/3)^3 = 8/27 are verified
     rows = S.paired_runs({"met": [0.0, 0.0, 1.0], "dh": [-1.0] * 3, "pred": [0.0] * 3})
-    assert S.recipe_rule(rows) == V.REFUTED
+    assert S.recipe_rule(rows) == V.NOT_SHOWN
     assert _stab(rows, S.recipe_rule) == Fraction(19, 27)
     rows = S.paired_runs({"met": [0.0], "dh": [-0.05], "pred": [0.0]})
     assert S.recipe_rule(rows) == V.VERIFIED
-    assert S.recipe_rule(rows, below=-0.1) == V.REFUTED
+    assert S.recipe_rule(rows, below=-0.1) == V.NOT_SHOWN
 
 
 def test_condition_selection_rule_share_counted_by_hand():
@@ -158,7 +158,7 @@ def test_condition_selection_rule_share_counted_by_hand():
     rows = S.paired_runs({"dh": [1.0, 1.0, 1.0, -1.0], "pred": [1.0] * 4, "met": [1.0] * 4})
     assert S.condition_selection_rule(rows) == V.VERIFIED
     assert _stab(rows, S.condition_selection_rule) == Fraction(189, 256)
-    assert S.condition_selection_rule(rows, above=1.5) == V.REFUTED
+    assert S.condition_selection_rule(rows, above=1.5) == V.NOT_SHOWN
 
 
 # ----------------------------------------------------------------------------- committed values
@@ -348,7 +348,7 @@ def test_every_row_stability_matches_an_independent_bootstrap(rows_now, hydrated
             f.verdict
             == {
                 True: (V.REPRODUCED if cid == "fig1-median-loss" else V.VERIFIED),
-                False: (V.NOT_SHOWN if cid == "fig1-median-loss" else V.REFUTED),
+                False: (V.NOT_SHOWN if cid == "fig1-median-loss" else V.NOT_SHOWN),
             }[bool(ref)]
         ), cid
         share = np.mean([ok(a[rng.integers(0, len(a), len(a))]) == ref for _ in range(2000)])
@@ -379,31 +379,31 @@ PLANTED = {
         "plateau_rule",
         True,
         lambda orig: lambda levels: orig(levels, tol=0.02),  # SAM's median is 3 % off
-        V.REFUTED,
+        V.NOT_SHOWN,
     ),
     "fig1-convergence": (
         "convergence_rule",
         True,
         lambda orig: lambda d: orig(d, tol=0.001),  # GD+UP's median is 0.18 % above GD's
-        V.REFUTED,
+        V.NOT_SHOWN,
     ),
     "sam-mechanism": (
         "sam_mechanism_rule",
         True,
         lambda orig: lambda: orig(0.7),  # the prediction is 60 % of the measured gain
-        V.REFUTED,
+        V.NOT_SHOWN,
     ),
     "up-recipe-condition": (
         "recipe_rule",
         False,
         lambda orig: functools.partial(orig, below=-0.1),  # measured -0.056
-        V.REFUTED,
+        V.NOT_SHOWN,
     ),
     "up-condition-rule": (
         "condition_selection_rule",
         False,
         lambda orig: functools.partial(orig, above=0.07),  # measured +0.067
-        V.REFUTED,
+        V.NOT_SHOWN,
     ),
 }
 
