@@ -25,7 +25,7 @@ from figures.report import claims as C
 from figures.report import seed003 as S3
 from figures.report import store
 from figures.report import verdicts as V
-from figures.report.backfill import backfill_numbers, copy_fields
+from figures.report.backfill import backfill_numbers, new_fields
 from figures.report.sources import tau_per_seed
 from figures.report.summaries import load_numbers
 
@@ -293,41 +293,74 @@ def test_tau_per_seed_keeps_only_the_seeds_that_ran():
     assert out == {"per_seed": [[0.5, 0.25], [1.0, 2.0, 3.0]], "per_seed_init": [0.1, 0.3]}
 
 
-def test_copy_fields_adds_and_never_overwrites():
-    src = {"a": {"x": {"p": [1], "q": 2}, "y": {"p": [3]}}, "b": 5}
-    dest = {"a": {"x": {"q": 2}, "y": {}}}
-    assert copy_fields(src, dest, ["a", "*", "p"]) == 2
-    assert dest == {"a": {"x": {"q": 2, "p": [1]}, "y": {"p": [3]}}}
-    assert copy_fields(src, dest, ["a", "*", "p"]) == 2  # the same values: nothing changes
-    dest["a"]["x"]["p"] = [9]
-    with pytest.raises(ValueError, match="another value"):
-        copy_fields(src, dest, ["a", "*", "p"])
+def test_new_fields_adds_wildcard_keys_and_never_overwrites():
+    new = {"a": {"x": {"p": [1.0], "q": 2.0}, "y": {"p": [3.0]}, "z": {"p": [4.0]}}, "b": 5}
+    old = {"a": {"x": {"q": 2.0}, "y": {}}}
+    out, added = new_fields(old, new, ["a/*/p"])
+    assert added == ["a/x/p", "a/y/p"]  # "a/z" is a branch `old` lacks: not this field's
+    assert out == {"a": {"x": {"q": 2.0, "p": [1.0]}, "y": {"p": [3.0]}}}
+    assert old == {"a": {"x": {"q": 2.0}, "y": {}}}  # the input is left alone
+    assert new_fields(out, new, ["a/*/p"]) == (out, [])  # present already: nothing to add
+    out_all, added_all = new_fields(old, new)  # keys=None: every absent field, whole subtrees
+    assert added_all == ["a/x/p", "a/y/p", "a/z", "b"]
+    assert out_all == {**new, "a": {**new["a"], "x": {"q": 2.0, "p": [1.0]}}}
+    # an existing value is never replaced: within rtol it is kept, beyond it is refused
+    kept = {"a": {"x": {"q": 2.0 * (1 + 1e-4), "p": [1.0]}}}
+    assert new_fields(kept, new, ["a/x/q"]) == (kept, [])
+    moved = {"a": {"x": {"q": 2.0, "p": [1.05]}, "y": {}}}
+    with pytest.raises(ValueError, match=r"a/x/p.*rtol=0.01"):
+        new_fields(moved, new, ["a/*/p"])
+    assert new_fields(moved, new, ["a/*/p"], rtol=0.1)[1] == ["a/y/p"]
+    with pytest.raises(ValueError, match="matched no field"):
+        new_fields(old, new, ["a/*/nope"])
+    with pytest.raises(ValueError, match="not a path"):
+        new_fields(old, new, ["a//p"])
+    with pytest.raises(TypeError, match="one string"):
+        new_fields(old, new, "a/*/p")
 
 
 def test_committed_per_seed_fields_are_what_the_sources_compute_from_the_data(tmp_path):
-    """Backfilling again from the committed data adds exactly what is committed (else the
-    backfill refuses to overwrite); a planted change of one committed value is refused."""
+    """Backfilling again from the committed data finds the committed fields in place and adds
+    nothing; stripped, they come back as committed; a planted change of one committed value is
+    refused."""
     root = tmp_path / "summaries"
     shutil.copytree(store.SUMMARY_DIR, root)
-    backfill_numbers("sam_family_sharpness", ["metrics/*/*/per_seed"], root=root,
-                     progress=lambda _: None)  # fmt: skip
-    backfill_numbers("sam_family_tau", ["methods/*/*/per_seed", "methods/*/*/per_seed_init"],
-                     root=root, progress=lambda _: None)  # fmt: skip
-    backfill_numbers("markov_beyond", ["hard_bayes_loss_per_seed", "bayes_loss_per_seed"],
-                     root=root, progress=lambda _: None)  # fmt: skip
-    backfill_numbers("sosd_bridge", ["alignment/*/*/per_run"], root=root, progress=lambda _: None)
+    quiet = {"root": root, "progress": lambda _: None}
+    keys = {
+        "sam_family_sharpness": ["metrics/*/*/per_seed"],
+        "sam_family_tau": ["methods/*/*/per_seed", "methods/*/*/per_seed_init"],
+        "markov_beyond": ["hard_bayes_loss_per_seed", "bayes_loss_per_seed"],
+        "sosd_bridge": ["alignment/*/*/per_run"],
+    }
+    for name, k in keys.items():
+        assert backfill_numbers(name, k, **quiet) == [], name
     p = store.numbers_path("markov_beyond", root)
     d = store.read_summary_json(p)
-    assert len(d["provenance"]["backfilled"]) == 2  # the committed one and this one
+    assert len(d["provenance"]["backfilled"]) == 1  # the committed one: nothing written now
+    stripped = copy.deepcopy(d)
+    del stripped["numbers"]["bayes_loss_per_seed"]
+    store.write_summary_json(p, stripped)
+    assert backfill_numbers("markov_beyond", keys["markov_beyond"], **quiet) == [
+        "bayes_loss_per_seed"
+    ]
+    back = store.read_summary_json(p)
+    assert back["numbers"] == d["numbers"]
+    assert len(back["provenance"]["backfilled"]) == 2  # the committed one and this one
+    assert "markov/beyond_uniformity.nc" in back["provenance"]["backfilled"][1]["from"]
     bad = copy.deepcopy(d)
-    bad["numbers"]["bayes_loss_per_seed"][0] += 0.01
+    bad["numbers"]["bayes_loss_per_seed"][0] += 0.1
     store.write_summary_json(p, bad)
-    with pytest.raises(ValueError, match="another value"):
-        backfill_numbers("markov_beyond", ["bayes_loss_per_seed"], root=root)
+    text = p.read_text()
+    with pytest.raises(ValueError, match="bayes_loss_per_seed"):
+        backfill_numbers("markov_beyond", ["bayes_loss_per_seed"], **quiet)
+    assert p.read_text() == text  # nothing overwritten
+    store.write_summary_json(p, d)
     with pytest.raises(ValueError, match="matched no field"):
-        backfill_numbers("markov_beyond", ["no_such_field"], root=root)
-    with pytest.raises(ValueError, match="no summary source"):
-        backfill_numbers("nope", ["x"], root=root)
+        backfill_numbers("markov_beyond", ["no_such_field"], **quiet)
+    with pytest.raises(ValueError, match="not a summary source"):
+        backfill_numbers("nope", ["x"], **quiet)
+    with pytest.raises(ValueError, match="rtol"):
+        backfill_numbers("markov_beyond", rtol=-1, **quiet)
 
 
 def test_bridge_markov_summary_keeps_what_the_figure_reads():

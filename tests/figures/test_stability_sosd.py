@@ -26,7 +26,8 @@ import pytest
 from figures.report import claims as C
 from figures.report import seed002, seed004, store
 from figures.report import verdicts as V
-from figures.report.summaries import add_number_fields, load_numbers
+from figures.report.backfill import backfill_numbers, numbers_from_summaries
+from figures.report.summaries import load_numbers
 
 COMMITTED = load_numbers()
 ROWS = {
@@ -282,33 +283,60 @@ def test_decay_loss_compares_every_decaying_schedule(monkeypatch):
 # ----------------------------------------------------------------------------- the summary fields
 
 
-def test_add_number_fields_restores_the_per_seed_fields_and_refuses_drift(tmp_path):
+def test_backfill_restores_the_per_seed_fields_and_refuses_drift(tmp_path):
     root = tmp_path / "summaries"
     shutil.copytree(store.SUMMARY_DIR / "data" / "sosd_toy", root / "data" / "sosd_toy")
     (root / "numbers").mkdir()
     committed = store.read_summary_json(store.numbers_path("sosd_toy"))
     stripped = json.loads(json.dumps(committed))
     del stripped["numbers"]["eta_exponent_scaled_fits"], stripped["numbers"]["sigma_law_r2_fits"]
-    stripped["provenance"].pop("fields_added", None)
+    stripped["provenance"].pop("backfilled", None)
     store.write_summary_json(store.numbers_path("sosd_toy", root), stripped)
 
-    added = add_number_fields("sosd_toy", root)
+    quiet = {"root": root, "progress": lambda _: None}
+    added = backfill_numbers("sosd_toy", **quiet)  # keys=None: every field the file lacks
     assert sorted(added) == ["eta_exponent_scaled_fits", "sigma_law_r2_fits"]
     back = store.read_summary_json(store.numbers_path("sosd_toy", root))
     assert back["numbers"] == committed["numbers"]
     assert back["provenance"]["results"] == committed["provenance"]["results"]
-    assert back["provenance"]["fields_added"][0]["fields"] == added
-    assert add_number_fields("sosd_toy", root) == []  # nothing left to add
+    assert back["provenance"]["backfilled"][0]["fields"] == added
+    assert "sosd_toy/toy.nc" in back["provenance"]["backfilled"][0]["from"]
+    assert (root / "MANIFEST.json").exists()
+    text = store.numbers_path("sosd_toy", root).read_text()
+    assert backfill_numbers("sosd_toy", **quiet) == []  # nothing left to add
+    assert store.numbers_path("sosd_toy", root).read_text() == text  # and nothing written
 
     drift = json.loads(json.dumps(stripped))
     drift["numbers"]["eta_exponent_scaled"]["median"] = -0.5  # not what the data give
     store.write_summary_json(store.numbers_path("sosd_toy", root), drift)
     text = store.numbers_path("sosd_toy", root).read_text()
-    with pytest.raises(ValueError, match="eta_exponent_scaled.median"):
-        add_number_fields("sosd_toy", root)
+    for keys in (None, ["sigma_law_r2_fits"]):  # the check covers every field, not just `keys`
+        with pytest.raises(ValueError, match="eta_exponent_scaled/median"):
+            backfill_numbers("sosd_toy", keys, **quiet)
     assert store.numbers_path("sosd_toy", root).read_text() == text  # nothing written
     with pytest.raises(ValueError, match="name"):
-        add_number_fields("no_such_source", root)
+        backfill_numbers("no_such_source", **quiet)
+
+
+def test_the_drift_tolerance_passes_the_committed_rounding_and_not_more(tmp_path):
+    """At the default ``rtol`` the committed data (4-5 digits) give the committed numbers; a
+    value moved by 3 % is drift. ``sosd_bridge``'s merged maximum is 0.7245 from the full
+    results and 0.7220 from the 4-digit data (0.34 %), inside ``RTOL`` = 1 %."""
+    from figures.report import backfill as BF
+
+    nb = COMMITTED["sosd_bridge"]["alignment"]["merged"]["sam"]["first"]["max"]
+    fresh = numbers_from_summaries("sosd_bridge")
+    assert fresh["alignment"]["merged"]["sam"]["first"]["max"] == pytest.approx(0.7220, abs=5e-5)
+    assert nb == pytest.approx(0.7245, abs=5e-5)
+    assert BF.drifted_fields(COMMITTED["sosd_bridge"], fresh) == []
+    assert BF.drifted_fields(COMMITTED["sosd_bridge"], fresh, rtol=1e-3) == [
+        "alignment/merged/sam/first/mean",
+        "alignment/merged/sam/first/sd",
+        "alignment/merged/sam/first/max",
+    ]
+    moved = json.loads(json.dumps(COMMITTED["sosd_bridge"]))
+    moved["alignment"]["merged"]["sam"]["first"]["max"] = nb * 1.03
+    assert BF.drifted_fields(moved, fresh) == ["alignment/merged/sam/first/max"]
 
 
 @pytest.mark.parametrize(
@@ -324,8 +352,6 @@ def test_add_number_fields_restores_the_per_seed_fields_and_refuses_drift(tmp_pa
 def test_the_committed_per_seed_fields_are_what_the_sources_compute(source, fields):
     """Regenerating the numbers from the committed data gives the committed per-seed fields (a
     changed reducer that drifts from them fails here)."""
-    from figures.report.summaries import numbers_from_summaries
-
     fresh = numbers_from_summaries(source)
     for path in fields:
         a, b = fresh, COMMITTED[source]
