@@ -6,7 +6,7 @@ SAM and upsampling on the Markov chains, the SoSD bridge, and the GPU pipeline's
 from __future__ import annotations
 
 from . import verdicts as V
-from .claims import bootstrap_text, claim, ev, g, sg
+from .claims import boot_ev, bootstrap_text, claim, ev, g, sg
 
 MM = "minimal model, CPU scale"
 BRIDGE = "python -m figures --only sosd_bridge --recompute"
@@ -206,12 +206,7 @@ def _noisy(n):
         ),
         f"rule: verified when the loss-trajectory clusters' Bayes loss (seed mean) is > "
         f"{(NOISY_FACTOR - 1) * 100:g} % above the mean, else not shown",
-        ev(
-            len(rows),
-            "seed means against a threshold",
-            V.bootstrap_stability(rows, noisy_decide),
-            bootstrap_text(len(rows), "seeds"),
-        ),
+        boot_ev(rows, noisy_decide, "seed means against a threshold", "seeds"),
     )
 
 
@@ -258,12 +253,7 @@ def _bridge(n):
         ),
         "rule: verified when the later drops' median offset is below a tenth of chance, else "
         "not shown",
-        ev(
-            len(rows),
-            "median offset against a tenth of chance",
-            V.bootstrap_stability(rows, bridge_decide),
-            bootstrap_text(len(rows), "GD runs"),
-        ),
+        boot_ev(rows, bridge_decide, "median offset against a tenth of chance", "GD runs"),
     )
 
 

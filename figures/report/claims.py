@@ -29,6 +29,7 @@ __all__ = [
     "theory_claims",
     "all_rows",
     "ev",
+    "boot_ev",
     "bootstrap_text",
 ]
 
@@ -173,6 +174,17 @@ def bootstrap_text(k: int, unit: str = "seeds", what: str = "") -> str:
     return f"{'exact ' if exact else ''}bootstrap over the {k} {unit}: {how}{tail}"
 
 
+def boot_ev(rows, decide, test: str, unit: str = "seeds", what: str = "") -> dict:
+    """The evidence of a row whose one rule ``decide`` is resampled over ``rows``.
+
+    ``rows`` are the row's independent units (seeds, paired runs), each carrying every value a
+    resample must draw together; the stability is
+    :func:`~figures.report.verdicts.bootstrap_stability` of ``decide`` over them.
+    """
+    return ev(len(rows), test, V.bootstrap_stability(rows, decide),
+              bootstrap_text(len(rows), unit, what))  # fmt: skip
+
+
 def _judge(fn: Callable[[Numbers], tuple]) -> Callable[[Numbers], Finding]:
     """Wrap ``fn(numbers) -> (verdict, ours, rule[, evidence])`` into a judge.
 
@@ -271,8 +283,11 @@ def theory_claims(theory: Mapping) -> list[Claim]:
             if c.get("printed_residual") not in (None, "", "—", "-"):
                 bits.append(f"printed form: residual {c['printed_residual']}")
             if c.get("why"):
-                whose = {"ours": "ours, not the paper's", "typo": "a typo",
-                         "substantive": "fails in substance"}.get(c.get("failure"), "")
+                whose = {
+                    "ours": "ours, not the paper's",
+                    "typo": "a typo",
+                    "substantive": "fails in substance",
+                }.get(c.get("failure"), "")
                 bits.append(f"{whose}: {c['why']}" if whose else c["why"])
             if c["verdict"].startswith("verified under"):
                 bits.append(c["verdict"])

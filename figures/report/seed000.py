@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from . import verdicts as V
-from .claims import ci, claim, ev, g, sg
+from .claims import boot_ev, ci, claim, ev, g, sg
 from .sources import CONFIRM_EP5, LA_FIG1_RUN_METHODS, paired_per_seed
 
 LA = "25 paired runs, ATTN_S d = 4, 5 heads, ρ = 1e-3"
@@ -26,10 +26,6 @@ def _sign_ev(frac: float, n: int, expect: str) -> dict:
         signs, lambda r: V.sign_test_rule(sum(r) / len(r), len(r), expect=expect)[0]
     )
     return ev(n, "two-sided sign test (α = 0.05)", stab, "bootstrap")
-
-
-#: Random bootstrap resamples of the paired runs (25 runs: n^n is far too many to enumerate).
-N_BOOT = 2000
 
 
 def paired_runs(cols: Mapping[str, Sequence]) -> list[dict]:
@@ -60,15 +56,11 @@ def _nanmedian(x: np.ndarray) -> float:
 def runs_evidence(rows: list[dict], decide, test: str) -> tuple[str, dict]:
     """The verdict ``decide(rows)`` and its evidence (n, the test, the stability).
 
-    The stability is the share of bootstrap resamples of the paired runs (:data:`N_BOOT`)
-    that ``decide`` gives the same verdict.
-
-    ``decide`` is the row's one rule, applied to the full runs and to every resample.
+    The stability is over the paired runs (:func:`~figures.report.claims.boot_ev`); ``decide``
+    is the row's one rule, applied to the full runs and to every resample.
     """
-    stab = V.bootstrap_stability(rows, decide, n_boot=N_BOOT)
-    return decide(rows), ev(
-        len(rows), test, stab, f"bootstrap over the {len(rows)} paired runs, {N_BOOT} resamples"
-    )
+    evidence = boot_ev(rows, decide, test, "paired runs")
+    return decide(rows), evidence
 
 
 def _fig1_runs(n, var: str, methods=LA_FIG1_RUN_METHODS) -> list[dict]:

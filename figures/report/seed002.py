@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from . import verdicts as V
-from .claims import bootstrap_text, claim, ev, g, sg
+from .claims import boot_ev, claim, ev, g, sg
 
 BOOT = "exact bootstrap"
 
@@ -111,11 +111,11 @@ def _sosd_two_phase(n):
         ),
         f"rule: reproduced when the seed-mean spectral cosine is > {TWO_PHASE_SIGMA_MIN:g} and "
         f"> {TWO_PHASE_GAP:g} above the weight cosine, else not shown",
-        ev(
-            len(seeds),
+        boot_ev(
+            seeds,
+            two_phase_decide,
             "seed-mean cosines against thresholds",
-            V.bootstrap_stability(seeds, two_phase_decide),
-            bootstrap_text(len(seeds), what="a seed's two cosines drawn together"),
+            what="a seed's two cosines drawn together",
         ),
     )
 
@@ -203,11 +203,11 @@ def _sosd_wsd(n):
         ),
         f"rule: reproduced when WSD ends with < {WSD_END_RATIO:g}× the constant-LR ΔΣ "
         "(geometric means over seeds), else not shown",
-        ev(
-            len(seeds),
+        boot_ev(
+            seeds,
+            wsd_decide,
             f"ratio of geometric seed means against {WSD_END_RATIO:g}",
-            V.bootstrap_stability(seeds, wsd_decide),
-            bootstrap_text(len(seeds), what="a seed's WSD and constant-LR runs drawn together"),
+            what="a seed's WSD and constant-LR runs drawn together",
         ),
     )
 
@@ -235,11 +235,11 @@ def _sosd_decay_loss(n):
         ),
         "rule: reproduced when every decaying schedule's seed-mean final loss is below constant "
         "LR's, else not shown",
-        ev(
-            len(seeds),
+        boot_ev(
+            seeds,
+            decay_loss_decide,
             "seed-mean losses compared",
-            V.bootstrap_stability(seeds, decay_loss_decide),
-            bootstrap_text(len(seeds), what="a seed's runs of every schedule drawn together"),
+            what="a seed's runs of every schedule drawn together",
         ),
     )
 
@@ -481,11 +481,11 @@ def _toy_eta(n):
             f"{g(e['q25'])}, q75 {g(e['q75'])}, {e['n']} fits over {len(groups)} seeds × σ)"
         ),
         f"rule: reproduced when the median exponent is within {ETA_TOL:g} of −1, else not shown",
-        ev(
-            len(groups),
+        boot_ev(
+            groups,
+            eta_decide,
             f"median of the {e['n']} fits against a tolerance",
-            V.bootstrap_stability(groups, eta_decide),
-            bootstrap_text(len(groups), what="a seed's fits drawn together"),
+            what="a seed's fits drawn together",
         ),
     )
 
@@ -508,11 +508,11 @@ def _toy_sigma(n):
         f"per-seed R² of the linear fit: median {g(med)} ({r2['n']} fits over {len(groups)} "
         "seeds × η)",
         f"rule: reproduced when the median R² is > {R2_MIN:g}, else not shown",
-        ev(
-            len(groups),
+        boot_ev(
+            groups,
+            sigma_decide,
             f"median R² of the {r2['n']} fits against {R2_MIN:g}",
-            V.bootstrap_stability(groups, sigma_decide),
-            bootstrap_text(len(groups), what="a seed's fits drawn together"),
+            what="a seed's fits drawn together",
         ),
     )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import verdicts as V
-from .claims import bootstrap_text, claim, ev, g, sg
+from .claims import boot_ev, claim, ev, g, sg
 
 BOOT = "exact bootstrap"
 
@@ -231,12 +231,7 @@ def _flatter(n):
         verdict,
         ours + f" (mean of {len(rows)} seeds)",
         rule + " (ratio of seed means)",
-        ev(
-            len(rows),
-            "ratios of seed means below 1",
-            V.bootstrap_stability(rows, flatter_decide),
-            bootstrap_text(len(rows)),
-        ),
+        boot_ev(rows, flatter_decide, "ratios of seed means below 1"),
     )
 
 
@@ -264,12 +259,7 @@ def _lowest(n):
         "λ_max (seed means): "
         + ", ".join(f"{NAMES.get(o, o)} {g(v, 3)}" for (_, o), v in mean.items()),  # fmt: skip
         "rule: reproduced when SAM's mean λ_max is the lowest, else not shown",
-        ev(
-            len(rows),
-            "lowest seed mean",
-            V.bootstrap_stability(rows, lowest_decide),
-            bootstrap_text(len(rows)),
-        ),
+        boot_ev(rows, lowest_decide, "lowest seed mean"),
     )
 
 
@@ -339,12 +329,7 @@ def _tau_logit(n):
             f"{g(lo[0])}/{g(lo[1])}/{g(lo[2])}, τ_func median {g(f[1])} ({len(rows)} seeds)"
         ),
         "rule: reproduced when the median τ_logit is within 0.8-1.25 and > 3× τ_func",
-        ev(
-            len(rows),
-            "pooled quartiles against thresholds",
-            V.bootstrap_stability(rows, tau_logit_decide),
-            bootstrap_text(len(rows)),
-        ),
+        boot_ev(rows, tau_logit_decide, "pooled quartiles against thresholds"),
     )
 
 
@@ -364,12 +349,7 @@ def _tau_cross(n):
         tau_cross_decide(rows),
         f"AdamW: τ_cross q25/median/q75 {g(q[0])}/{g(q[1])}/{g(q[2])}",
         "rule: reproduced when the upper quartile is below 0",
-        ev(
-            len(rows),
-            "pooled upper quartile below 0",
-            V.bootstrap_stability(rows, tau_cross_decide),
-            bootstrap_text(len(rows)),
-        ),
+        boot_ev(rows, tau_cross_decide, "pooled upper quartile below 0"),
     )
 
 
@@ -392,12 +372,7 @@ def _tau_init_row(n):
             f"τ_cross {g(t['tau_cross'])}"
         ),
         "rule: verified when τ_func > 0.8 and τ_logit < 0.2 at step 0, else not shown",
-        ev(
-            len(rows),
-            "seed-mean values against thresholds",
-            V.bootstrap_stability(rows, tau_init_decide),
-            bootstrap_text(len(rows)),
-        ),
+        boot_ev(rows, tau_init_decide, "seed-mean values against thresholds"),
     )
 
 

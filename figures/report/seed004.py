@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import verdicts as V
-from .claims import DETERMINISTIC, bootstrap_text, claim, ev, g
+from .claims import DETERMINISTIC, boot_ev, claim, ev, g
 
 MIN = "minimal model, CPU scale (d = 20, T = 20, batch 250)"
 CAMPAIGN = "python -m llm_validation campaign --stage markov"
@@ -48,8 +48,6 @@ def _runs_ev(runs, test, decide) -> dict:
 def _every(pred):
     """Decide: every run satisfies ``pred`` (reproduced), else not shown."""
     return lambda runs: V.all_rule([pred(r) for r in runs])[0]
-
-
 
 
 @claim(
@@ -481,12 +479,12 @@ def _coupling(n):
         ),
         f"rule: verified when the slope is within {100 * COUPLING_SLOPE_TOL:g} % of the law and "
         f"t_c/log(1/ε) grows by > {100 * (COUPLING_GROWTH_MIN - 1):g} %, else not shown",
-        ev(
-            len(seeds),
+        boot_ev(
+            seeds,
+            decide,
             "fitted slope and growth against tolerances",
-            V.bootstrap_stability(seeds, decide),
-            bootstrap_text(len(seeds), "perturbation seeds", "a seed's t_c at every ε drawn "
-                           "together"),
+            "perturbation seeds",
+            "a seed's t_c at every ε drawn together",
         ),
     )
 
