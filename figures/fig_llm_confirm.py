@@ -1,10 +1,11 @@
 """Figure 4 style: upsampling ablations on the generated MathInstruct-like corpus (issue 14).
 
 The paired differences (seeds as dots, 95 % t-intervals) behind the findings page's
-confirmation rows (issue 28): mean held-out loss for every comparison the page judges, with the
-equivalence band of the no-effect claims; the worst-source loss at 3 and 5 epochs; average
-accuracy (the paper's metric); the per-source change; entropy vs accuracy per seed; the loss
-levels. See :func:`plot`. Reads ``results/llm/confirm_cpu/results.nc`` (``python -m
+confirmation rows (issues 28, 29): average accuracy (the paper's metric, the rows' first) and
+mean held-out loss (the companion) for every comparison the page judges, each with the
+equivalence band of the no-effect claims; the worst-source loss at 3 and 5 epochs; the
+per-source change; entropy vs accuracy per seed; the loss levels. See :func:`plot`. Reads
+``results/llm/confirm_cpu/results.nc`` (``python -m
 llm_validation confirm --scale cpu``) and, for the 5-epoch check,
 ``results/llm/confirm_cpu_ep5/results.nc`` (or its committed summary numbers).
 """
@@ -34,7 +35,9 @@ PANELS = [
     ("(a) proxy", {"ft_up": "small", "ft_up_self": "= target"}),
     ("(b) clustering", {"ft_up": "traj.", "ft_up_last": "ckpt."}),
     ("(c) checkpoints", {"ft_up": "5", "ft_up_k10": "10", "ft_up_k15": "15"}),
-    ("(d) compute-matched", {"ft": "FT", "random": "rand.", "easy": "easy", "ft_up": "hard"}),
+    ("(d) compute-matched",
+     {"ft": "FT", "ft_matched": "FT, FT+UP's\nsteps", "random": "rand.", "easy": "easy",
+      "ft_up": "hard"}),  # fmt: skip
     (
         "(e) optimizers",
         {
@@ -111,11 +114,12 @@ def _forest(ax, rows, unit: str, title: str, margin: float | None = None) -> Non
 def plot(ds, out: Path, tag: str = "", ep5: dict | None = None) -> list[Path]:
     """The paired differences behind the findings page's confirmation rows.
 
-    (a) mean held-out loss (the metric of our rows; the paper reports accuracy) for every
-    comparison the page judges, with the equivalence band (± half the main effect) behind the
-    no-effect claims; (b) worst-source held-out loss at 3 epochs and, from ``ep5`` (the 5-epoch
-    run's :func:`~figures.report.sources.confirm_numbers`), at 5; (c) average accuracy (the
-    paper's metric); (d) per-source change against the source's FT loss; (e) FT+UP − FT per
+    (a) average accuracy (the paper's metric) for every comparison the page judges, with the
+    equivalence band (± :data:`llm_validation.confirm.ACCURACY_MARGIN`) behind the no-effect
+    claims; (b) worst-source held-out loss at 3 epochs and, from ``ep5`` (the 5-epoch run's
+    :func:`~figures.report.sources.confirm_numbers`; labelled when it ran at another scale), at
+    5; (c) mean held-out loss (the companion metric; band ± half the main effect); (d)
+    per-source change against the source's FT loss; (e) FT+UP − FT per
     seed, entropy of learning times vs accuracy; (f) held-out loss levels (FT, random, easy,
     hard). Blue: the 95 % interval excludes 0; grey: it contains 0.
     """
@@ -136,8 +140,8 @@ def plot(ds, out: Path, tag: str = "", ep5: dict | None = None) -> list[Path]:
             if dd is not None:
                 rows.append((label, dd, (x, y) in EQUIV))
         band = f"; green: equivalence margin ±{margin:.2g}" if margin else ""
-        _forest(a, rows, "nats/token", "(a) mean held-out loss (not the paper's accuracy), a − b "
-                f"(< 0: a better){band}", margin)  # fmt: skip
+        _forest(c, rows, "nats/token", "(c) mean held-out loss (the companion metric), a − b "
+                f"(< 0: a better)\n{band.removeprefix('; ')}", margin)  # fmt: skip
         rows = []
         for label, x, y in (("FT+UP − FT, 3 epochs", "ft_up", "ft"),
                             ("FT+UP − random, 3 epochs", "ft_up", "random"),
@@ -147,18 +151,23 @@ def plot(ds, out: Path, tag: str = "", ep5: dict | None = None) -> list[Path]:
                 rows.append((label, dd, False))
         if ep5 is not None:
             dd = paired(ep5["pairs"], "ft_up", "ft", "worst_loss")
+            other = ep5.get("scale", ds.attrs.get("scale")) != ds.attrs.get("scale")
             if dd is not None:
-                rows.append(("FT+UP − FT, 5 epochs", dd, True))
+                rows.append(("FT+UP − FT, 5 epochs" + (f"\n(previous scale, {len(dd)} seeds)"
+                                                       if other else ""), dd, True))  # fmt: skip
         worst = nums["worst_source"].get("ft", {}).get("name", "?")
         _forest(b, rows, "nats/token", f"(b) worst-source ({worst}) held-out loss; 5-epoch check"
-                + ("" if ep5 is not None else " not available") + " (green: ±margin, 'gone')",
+                + ("" if ep5 is not None else " not available") + "\n(green: ±margin, 'gone')",
                 margin)  # fmt: skip
+    from llm_validation.confirm import ACCURACY_MARGIN
+
     rows = []
     for label, x, y in LOSS_ITEMS:
         dd = paired(pairs, x, y, "accuracy")
         if dd is not None:
-            rows.append((label, dd, False))
-    _forest(c, rows, "points", "(c) average accuracy, a − b (the paper's metric; > 0: a better)")
+            rows.append((label, dd, (x, y) in EQUIV))
+    _forest(a, rows, "points", "(a) average accuracy, a − b (the paper's metric; > 0: a better)\n"
+            f"green: equivalence margin ±{ACCURACY_MARGIN:g} point", ACCURACY_MARGIN)  # fmt: skip
     if "heldout_loss" in ds and {"ft", "ft_up"} <= have:
         per = ds["heldout_loss"].groupby("heldout_source").mean("heldout")  # (v, seed, src)
         ft = per.sel(variant="ft").mean("seed").values

@@ -609,6 +609,7 @@ LABEL = {
     "mean_loss": "mean held-out loss",
     "worst_loss": "worst-source held-out loss",
     "accuracy": "average accuracy",
+    "worst_accuracy": "worst-source held-out accuracy",
 }
 
 #: Below this FT average accuracy (points, over the six benchmarks) the models are at the floor
@@ -638,7 +639,7 @@ def _ci_values(d, digits: int = 3) -> str:
 
 
 def _unit(metric):
-    return "points" if metric == "accuracy" else "nats/token"
+    return "points" if metric.endswith("accuracy") else "nats/token"
 
 
 def _scale(n, src="llm_confirm"):
@@ -1024,10 +1025,15 @@ def _confirm_worst(n):
     rejecting the other way refutes it.
     """
     others = ("ft", "random", "easy")
-    per = [_per_seed(n, "ft_up", b, "worst_loss") for b in others]
+    c = n["llm_confirm"]
+    floor = c.get("worst_source_accuracy")
+    use_acc = primary_metric(n) == "accuracy" and floor is not None and max(floor.values()) > 0
+    metric = "worst_accuracy" if use_acc else "worst_loss"
+    expect = _sign(True, "accuracy" if use_acc else metric)
+    per = [_per_seed(n, "ft_up", b, metric) for b in others]
 
     def decide(rows):
-        res = [V.paired_t_rule([r[i] for r in rows], expect="negative", paper=False)[0]
+        res = [V.paired_t_rule([r[i] for r in rows], expect=expect, paper=False)[0]
                for i in range(len(others))]  # fmt: skip
         if all(x == V.VERIFIED for x in res):
             return V.VERIFIED
@@ -1035,18 +1041,27 @@ def _confirm_worst(n):
 
     rows = list(zip(*per, strict=True))
     halves = [V.t_interval(p)[3] for p in per]
-    w = n["llm_confirm"]["worst_source"]
+    w = c["worst_source"]
+    unit = _unit(metric)
+    why = ""
+    if not use_acc and floor is not None:
+        why = (
+            f"the worst source's held-out accuracy (seed mean) is at most "
+            f"{g(max(floor.values()))} % in every variant, a floor; "
+        )
     ours = (
-        f"{LOSS_NOT_ACC}worst-source held-out loss FT+UP − FT {_ci_values(per[0])}, − random "
-        f"{_ci_values(per[1])}, − easy {_ci_values(per[2])} nats/token (95 % t-intervals, "
-        f"{_scale(n)}); worst source {w['ft']['name']} (FT {g(w['ft']['mean'])}); smallest "
-        f"detectable effects ±{', ±'.join(g(h, 2) for h in halves)}"
+        f"{LOSS_NOT_ACC if not use_acc else ''}{why}{LABEL[metric]} FT+UP − FT "
+        f"{_ci_values(per[0])}, − random {_ci_values(per[1])}, − easy {_ci_values(per[2])} "
+        f"{unit} (95 % t-intervals, {_scale(n)}); worst source by loss {w['ft']['name']} (FT "
+        f"{g(w['ft']['mean'])}); smallest detectable effects ±{', ±'.join(g(h, 2) for h in halves)}"
     )
+    side = "above" if expect == "positive" else "below"
+    other = "below" if expect == "positive" else "above"
     return (
         decide(rows),
         ours,
-        "rule: paired t (95 %) for each of the three; verified when all three intervals are "
-        "below 0, refuted when one is above 0, else not shown",
+        f"rule: paired t (95 %) for each of the three; verified when all three intervals are "
+        f"{side} 0, refuted when one is {other} 0, else not shown",
         ev(
             len(rows),
             "three paired t-tests, all must reject",

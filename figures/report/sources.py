@@ -292,8 +292,9 @@ def confirm_numbers(ds) -> dict:
 
     Uses :mod:`llm_validation.confirm`'s own metrics and intervals (``paired_ci``), so the page
     and ``report.md`` agree. Pairs are ``"a-b"`` for :data:`llm_validation.confirm._PAIRS`
-    (plus the ones against FT), each with ``accuracy`` (points), ``mean_loss`` and
-    ``worst_loss`` (nats/token): ``{mean, lo, hi, per_seed}``.
+    (plus the ones against FT), each with ``accuracy`` and ``worst_accuracy`` (the worst
+    held-out source's, points), ``mean_loss`` and ``worst_loss`` (nats/token):
+    ``{mean, lo, hi, per_seed}``.
     """
     from llm_validation import confirm as C
 
@@ -301,6 +302,8 @@ def confirm_numbers(ds) -> dict:
     metrics = {"accuracy": C._avg_accuracy}
     if "heldout_loss" in ds:
         metrics.update(mean_loss=C._mean_heldout_loss, worst_loss=C._worst_source_loss)
+    if "heldout_correct" in ds:
+        metrics.update(worst_accuracy=C._worst_source_accuracy)
     pairs = {}
     for a, b in [*C._PAIRS, *((v, "ft") for v in have if v != "ft")]:
         if a not in have or b not in have or f"{a}-{b}" in pairs:
@@ -340,6 +343,10 @@ def confirm_numbers(ds) -> dict:
         },
         "hard_composition": json.loads(ds.attrs.get("hard_composition", "{}")),
     }
+    if "heldout_correct" in ds:
+        out["worst_source_accuracy"] = {
+            v: _f(np.nanmean(C._worst_source_accuracy(ds, v))) for v in have
+        }
     if "heldout_loss" in ds:
         out["heldout_mean"] = {v: _f(np.nanmean(C._mean_heldout_loss(ds, v))) for v in have}
         out["worst_source"] = {}

@@ -211,8 +211,8 @@ def test_summary_data_hydrates_with_what_the_figures_read():
 @pytest.mark.parametrize(
     ("claim_id", "path", "value", "verdict"),
     [
-        ("confirm-up-loss", ("llm_confirm", "pairs", "ft_up-ft", "mean_loss"),
-         {"per_seed": [0.02, 0.021, 0.019]}, V.CONTRADICTED),
+        ("confirm-up-loss", ("llm_confirm", "pairs", "ft_up-ft_matched", "accuracy"),
+         {"per_seed": [-3.0, -3.2, -2.9, -3.1, -3.0]}, V.CONTRADICTED),
         ("fig1-sam-uniform", ("la_fig1", "sam", "long", "entropy_minus_gd", "frac_positive"),
          0.2, V.CONTRADICTED),
         ("thm44-odes", ("sam_entropy", "ordering_holds"), [True, False, True, True, True],
@@ -329,19 +329,21 @@ NOTES = {
     "sam-mechanism": V.VERIFIED, "thm44-cap": V.VERIFIED, "thm44-edge": V.VERIFIED,
     "thm44-exact-sam": V.VERIFIED, "up-recipe-condition": V.VERIFIED,
     "up-condition-rule": V.VERIFIED,
-    # the confirmation (issue 20's rerun, 3 seeds, CPU scale), restated by issue 28: paired t
-    # (95 %) for directional claims, TOST against half the main effect (FT+UP - FT, 0.0084
-    # nats/token) for no-effect claims. confirm-proxy (all 3 seeds favour the target proxy, 90 %
-    # interval [-0.010, +0.002]) and confirm-entropy (3/3 > 0, interval contains 0) were
-    # 'reproduced' on an interval containing 0 / a 3-of-3 count: not shown. confirm-worst-source
-    # and the mean-is-compute / transient rows: no interval rejects at 3 epochs (not shown),
-    # the 5-epoch benefit lies beyond the margin (transient: refuted by the test). confirm-fsam:
-    # FSAM's rho is untuned, so it cannot back "cheaper substitute" (not shown).
-    "confirm-up-loss": V.REPRODUCED, "confirm-up-acc": V.NOT_SHOWN,
-    "confirm-random": V.CONTRADICTED, "confirm-easy": V.CONTRADICTED,
+    # the confirmation, issue 29's CPU scale (5 seeds, FT 21.4 % average accuracy): judged on
+    # accuracy (paired t 95 %; TOST within +-1 point for no-effect claims), held-out loss beside.
+    # confirm-up-loss: FT+UP vs the step-matched FT, -0.78 [-1.88, +0.32] points (was
+    # 'reproduced' on the loss vs an FT with 22 % fewer steps; the companion loss now has FT+UP
+    # worse than ft_matched, +0.0020 [+0.0007, +0.0034]); confirm-easy, confirm-random: the
+    # intervals (+1.78 [-1.23, +4.79], +0.78 [-2.90, +4.46]) contain 0 and exceed the margin:
+    # not shown (were 'contradicted' on the loss). confirm-mean-is-compute: random and easy
+    # lower the loss as much as hard (5 seeds; was not shown at 3). Rows on variants the default
+    # run leaves out (traj-vs-ckpt, muon, proxy, checkpoints, fsam) and the 5-epoch check keep
+    # the previous CPU scale's numbers (3 seeds, loss) and say so; FSAM's rho is untuned.
+    "confirm-up-loss": V.NOT_SHOWN, "confirm-up-acc": V.NOT_SHOWN,
+    "confirm-random": V.NOT_SHOWN, "confirm-easy": V.NOT_SHOWN,
     "confirm-hard-vs-matched": V.NOT_SHOWN, "confirm-traj-vs-ckpt": V.NOT_SHOWN,
     "confirm-muon": V.REPRODUCED, "confirm-entropy": V.NOT_SHOWN,
-    "confirm-worst-source": V.NOT_SHOWN, "confirm-mean-is-compute": V.NOT_SHOWN,
+    "confirm-worst-source": V.NOT_SHOWN, "confirm-mean-is-compute": V.VERIFIED,
     "confirm-late-not-noisy": V.VERIFIED, "confirm-transient": V.REFUTED,
     "confirm-proxy": V.NOT_SHOWN, "confirm-checkpoints": V.REPRODUCED,
     "confirm-fsam": V.NOT_SHOWN,

@@ -235,38 +235,48 @@ def test_markov_sam_uniform_reports_every_radius_holm_corrected():
 
 def test_confirm_worst_source_is_not_shown_unless_all_three_reject():
     f = _row("confirm-worst-source")
-    assert f.verdict == V.NOT_SHOWN and f.n == 3
-    assert f.ours.startswith("held-out loss, not the paper's accuracy")
+    assert f.verdict == V.NOT_SHOWN and f.n == 5
+    # the worst source's held-out accuracy is 0 in every variant (a floor): the row reads the loss
+    assert max(COMMITTED["llm_confirm"]["worst_source_accuracy"].values()) == 0
+    assert f.ours.startswith("held-out loss, not the paper's accuracy: the worst source's")
     pairs = COMMITTED["llm_confirm"]["pairs"]
     nums = copy.deepcopy(COMMITTED)
+    better = [-0.03, -0.031, -0.029, -0.03, -0.03]
     for b in ("ft", "random", "easy"):
-        nums["llm_confirm"]["pairs"][f"ft_up-{b}"]["worst_loss"]["per_seed"] = [
-            -0.03,
-            -0.031,
-            -0.029,
-        ]
+        nums["llm_confirm"]["pairs"][f"ft_up-{b}"]["worst_loss"]["per_seed"] = list(better)
     assert _row("confirm-worst-source", nums).verdict == V.VERIFIED
-    nums["llm_confirm"]["pairs"]["ft_up-easy"]["worst_loss"]["per_seed"] = [0.03, 0.031, 0.029]
+    nums["llm_confirm"]["pairs"]["ft_up-easy"]["worst_loss"]["per_seed"] = [-x for x in better]
     assert _row("confirm-worst-source", nums).verdict == V.REFUTED
-    assert pairs["ft_up-ft"]["worst_loss"]["per_seed"] != [-0.03, -0.031, -0.029]
+    assert pairs["ft_up-ft"]["worst_loss"]["per_seed"] != better
+    # off the floor the row judges the worst source's accuracy (higher is better)
+    nums = copy.deepcopy(COMMITTED)
+    nums["llm_confirm"]["worst_source_accuracy"]["ft"] = 10.0
+    for b in ("ft", "random", "easy"):
+        nums["llm_confirm"]["pairs"][f"ft_up-{b}"]["worst_accuracy"]["per_seed"] = [
+            5.0, 6.0, 5.5, 6.5, 5.0]  # fmt: skip
+    g = _row("confirm-worst-source", nums)
+    assert g.verdict == V.VERIFIED and g.ours.startswith("worst-source held-out accuracy")
 
 
-def _main_effect_margin():
-    d = COMMITTED["llm_confirm"]["pairs"]["ft_up-ft"]["mean_loss"]["per_seed"]
+def _main_effect_margin(src="llm_confirm"):
+    d = COMMITTED[src]["pairs"]["ft_up-ft"]["mean_loss"]["per_seed"]
     return abs(np.mean(d)) / 2
 
 
 def test_confirm_proxy_needs_equivalence_not_an_interval_containing_zero():
+    """ft_up_self is not in today's default run: the row reads the previous scale's numbers."""
     f = _row("confirm-proxy")
-    d = COMMITTED["llm_confirm"]["pairs"]["ft_up_self-ft_up"]["mean_loss"]["per_seed"]
+    assert "ft_up_self-ft_up" not in COMMITTED["llm_confirm"]["pairs"]
+    d = COMMITTED["llm_confirm_v1"]["pairs"]["ft_up_self-ft_up"]["mean_loss"]["per_seed"]
     lo, hi = V.t_interval(d)[1:3]
     assert lo < 0 < hi  # the old rule ("interval contains 0") reproduced it
-    m = _main_effect_margin()
+    m = _main_effect_margin("llm_confirm_v1")
     assert _tost_p(d, m) >= 0.05 and f.verdict == V.NOT_SHOWN
     assert "TOST" in f.test and f"±{m:.2g}" in f.rule
+    assert f.ours.startswith("previous CPU scale, not today's: held-out loss")
     tight = _with(
         COMMITTED,
-        ("llm_confirm", "pairs", "ft_up_self-ft_up", "mean_loss", "per_seed"),
+        ("llm_confirm_v1", "pairs", "ft_up_self-ft_up", "mean_loss", "per_seed"),
         [0.0005, -0.0004, 0.0001],
     )
     assert _row("confirm-proxy", tight).verdict == V.REPRODUCED
@@ -274,8 +284,8 @@ def test_confirm_proxy_needs_equivalence_not_an_interval_containing_zero():
 
 def test_confirm_checkpoints_equivalence_with_the_declared_margin():
     f = _row("confirm-checkpoints")
-    m = _main_effect_margin()
-    pairs = COMMITTED["llm_confirm"]["pairs"]
+    m = _main_effect_margin("llm_confirm_v1")
+    pairs = COMMITTED["llm_confirm_v1"]["pairs"]
     ok = all(
         _tost_p(pairs[k]["mean_loss"]["per_seed"], m) < 0.05
         for k in ("ft_up_k10-ft_up", "ft_up_k15-ft_up")
@@ -283,7 +293,7 @@ def test_confirm_checkpoints_equivalence_with_the_declared_margin():
     assert (f.verdict == V.REPRODUCED) == ok and "margin" in f.rule
     wide = _with(
         COMMITTED,
-        ("llm_confirm", "pairs", "ft_up_k15-ft_up", "mean_loss", "per_seed"),
+        ("llm_confirm_v1", "pairs", "ft_up_k15-ft_up", "mean_loss", "per_seed"),
         [-0.006, 0.007, 0.0],
     )
     # contains 0 (the old rule's 'reproduced') but not inside the margin
@@ -292,47 +302,47 @@ def test_confirm_checkpoints_equivalence_with_the_declared_margin():
 
 
 def test_table4_random_rule_is_an_equivalence_test():
+    """On accuracy (FT off the floor) with the declared 1-point margin."""
+    from llm_validation.confirm import ACCURACY_MARGIN
+
     f = _row("confirm-random")
-    m = _main_effect_margin()
-    d = COMMITTED["llm_confirm"]["pairs"]["random-ft"]["mean_loss"]["per_seed"]
-    beyond = stats.ttest_1samp(d, -m, alternative="less").pvalue < 0.05
+    m = ACCURACY_MARGIN
+    d = COMMITTED["llm_confirm"]["pairs"]["random-ft"]["accuracy"]["per_seed"]
+    beyond = stats.ttest_1samp(d, m, alternative="greater").pvalue < 0.05
     assert (f.verdict == V.CONTRADICTED) == beyond
-    # a small but non-zero effect inside the margin: reproduced (the old rule contradicted it)
-    small = _with(
-        COMMITTED,
-        ("llm_confirm", "pairs", "random-ft", "mean_loss", "per_seed"),
-        [-0.002, -0.0021, -0.0019],
-    )
-    assert (
-        V.interval_rule(*V.t_interval([-0.002, -0.0021, -0.0019])[1:3], expect="negative")[0]
-        == V.REPRODUCED
-    )  # excludes 0
-    assert _row("confirm-random", small).verdict == V.REPRODUCED
+    assert (f.verdict == V.REPRODUCED) == (_tost_p(d, m) < 0.05)
+    assert f.verdict == V.NOT_SHOWN and "margin ±1 points" in f.test
+    # a small but non-zero effect inside the margin: reproduced (an interval rule contradicts it)
+    small = [0.3, 0.31, 0.29, 0.3, 0.3]
+    assert V.interval_rule(*V.t_interval(small)[1:3], expect="positive")[0] == V.REPRODUCED
+    small_nums = _with(COMMITTED, ("llm_confirm", "pairs", "random-ft", "accuracy", "per_seed"),
+                       small)  # fmt: skip
+    assert _row("confirm-random", small_nums).verdict == V.REPRODUCED
 
 
-def test_confirm_up_loss_says_not_compute_matched_until_ft_matched_exists():
+def test_confirm_up_loss_is_judged_against_the_step_matched_ft():
     f = _row("confirm-up-loss")
-    assert f.ours.startswith("held-out loss, not the paper's accuracy: not compute-matched")
-    assert f.verdict == V.REPRODUCED
-    # a step-matched FT that does as well as FT+UP: the row uses it and shows nothing
+    assert "not compute-matched" not in f.ours and "ft_matched" in f.ours
+    assert f.ours.startswith("average accuracy ft_up − ft_matched")
+    assert f.verdict == V.NOT_SHOWN
+    # FT+UP clearly above the step-matched FT: reproduced
+    clear = _with(COMMITTED, ("llm_confirm", "pairs", "ft_up-ft_matched", "accuracy", "per_seed"),
+                  [3.0, 3.2, 2.9, 3.1, 3.0])  # fmt: skip
+    assert _row("confirm-up-loss", clear).verdict == V.REPRODUCED
+    # without ft_matched the row compares with plain FT and says it is not compute-matched
     nums = copy.deepcopy(COMMITTED)
-    pairs = nums["llm_confirm"]["pairs"]
-    up = pairs["ft_up-ft"]["mean_loss"]["per_seed"]
-    pairs["ft_matched-ft"] = {
-        "mean_loss": {"per_seed": [x + e for x, e in zip(up, (0.002, -0.003, 0.001), strict=True)]}
+    nums["llm_confirm"]["pairs"] = {
+        k: v for k, v in nums["llm_confirm"]["pairs"].items() if "ft_matched" not in k
     }
     g = _row("confirm-up-loss", nums)
-    assert "not compute-matched" not in g.ours and "ft_matched" in g.ours
-    assert g.verdict == V.NOT_SHOWN
-    # ... and one that FT+UP beats clearly: reproduced
-    pairs["ft_matched-ft"]["mean_loss"]["per_seed"] = [x + 0.01 for x in up]
-    assert _row("confirm-up-loss", nums).verdict == V.REPRODUCED
+    assert g.ours.startswith("not compute-matched (FT trains fewer optimizer steps")
+    assert "ft_up − ft:" in g.ours
 
 
 def test_confirm_fsam_says_rho_untuned_and_backs_nothing():
     f = _row("confirm-fsam")
     assert f.verdict == V.NOT_SHOWN and "ρ untuned" in f.ours and "cannot back" in f.ours
-    tuned = _with(COMMITTED, ("llm_confirm", "fsam_rho_tuned"), "0.05 (grid 0.01-0.3)")
+    tuned = _with(COMMITTED, ("llm_confirm_v1", "fsam_rho_tuned"), "0.05 (grid 0.01-0.3)")
     g = _row("confirm-fsam", tuned)
     assert g.verdict == V.REPRODUCED and "tuned" in g.ours
 
