@@ -1003,22 +1003,32 @@ def _reused_run(reuse_from, out: Path, data: Path):
 
 
 def _in_reused_run(jobs: list[dict], out: Path, reuse: Path | None, store) -> list[dict]:
-    """The reused run's version of ``jobs`` (its paths); every one must be in its store."""
+    """The reused run's version of ``jobs`` (its paths); every one must be in its store.
+
+    A job is keyed by its arguments, paths included, so the reused run's folder is tried as an
+    absolute path and relative to the working folder: a run started with the default (relative)
+    ``--out`` keyed its jobs by relative paths, while ``reuse`` is resolved.
+    """
     if reuse is None:
         return jobs
     mine = str(out)
-    moved = [
-        {k: str(reuse) + v[len(mine) :] if isinstance(v, str) and v.startswith(mine) else v
-         for k, v in j.items()}
-        for j in jobs
-    ]  # fmt: skip
-    missing = [j["kind"] + " " + Path(j["out"]).name for j in moved if not store.path(j).exists()]
-    if missing:
-        raise ValueError(
-            f"`reuse_from`: {reuse} has no result for {missing} (another configuration?); "
-            "run without reusing."
-        )
-    return moved
+    first = None
+    for prefix in dict.fromkeys((str(reuse), os.path.relpath(reuse))):
+        moved = [
+            {k: prefix + v[len(mine) :] if isinstance(v, str) and v.startswith(mine) else v
+             for k, v in j.items()}
+            for j in jobs
+        ]  # fmt: skip
+        missing = [
+            j["kind"] + " " + Path(j["out"]).name for j in moved if not store.path(j).exists()
+        ]
+        if not missing:
+            return moved
+        first = first or missing
+    raise ValueError(
+        f"`reuse_from`: {reuse} has no result for {first} (another configuration?); "
+        "run without reusing."
+    )
 
 
 def _aggregate(

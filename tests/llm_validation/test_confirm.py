@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -187,6 +188,31 @@ def test_reuse_needs_a_finished_run_of_the_same_corpus(tmp_path):
     (tmp_path / "b" / "data" / "MathInstruct.json").write_text("[]")
     with pytest.raises(ValueError, match="differs from this run's"):
         run_confirmation(cfg, tmp_path / "a", quiet=True, reuse_from=tmp_path / "b")
+
+
+def test_reuse_finds_a_run_keyed_by_relative_or_absolute_paths(tmp_path, monkeypatch):
+    """The README's horizon check (`--epochs 5 --reuse results/llm/confirm_cpu`) after a run
+    with the default, relative `--out`: its jobs are keyed by relative paths while the reused
+    folder is resolved (this refused the 5-epoch check of the committed run)."""
+    import xarray as xr
+
+    from llm_validation.confirm import _in_reused_run
+    from sims.parallel import JobStore
+
+    monkeypatch.chdir(tmp_path)
+    store = JobStore(tmp_path / "run" / "jobs")
+    relative = {"kind": "pretrain", "role": "target", "out": "run/pretrain_target"}
+    store.save(relative, xr.Dataset(attrs={"folder": "run/pretrain_target/model"}))
+    now = [{"kind": "pretrain", "role": "target", "out": "ep5/pretrain_target"}]
+    reuse = (tmp_path / "run").resolve()
+    assert _in_reused_run(now, Path("ep5"), reuse, store) == [relative]
+    absolute = {**relative, "out": f"{reuse}/pretrain_target"}  # a run given an absolute --out
+    other = JobStore(tmp_path / "abs" / "jobs")
+    other.save(absolute, xr.Dataset())
+    assert _in_reused_run(now, Path("ep5"), reuse, other) == [absolute]
+    proxy = [{"kind": "pretrain", "role": "proxy", "out": "ep5/pretrain_proxy"}]
+    with pytest.raises(ValueError, match=r"has no result for \['pretrain pretrain_proxy'\]"):
+        _in_reused_run(proxy, Path("ep5"), reuse, store)
 
 
 def test_every_variant_is_described():
