@@ -116,17 +116,19 @@ HOW_TO_READ = (
      "A claim of <i>no</i> effect ('about nothing', 'matters little', 'as well as') is "
      "reproduced only by an equivalence test (two one-sided tests): the 90 % interval must lie "
      "inside ±margin; an interval that merely contains 0 shows nothing. The margin is declared on "
-     "the row (for the LLM confirmation: half the experiment's main effect, FT+UP − FT)."),
+     "the row (for the LLM confirmation: 1 point of accuracy, under the paper's smallest FT+UP "
+     "gain; half the main effect FT+UP − FT where a row reads held-out loss)."),
     ("n",
      "Each row states n (seeds or paired runs; none for a deterministic computation) and its "
      "test. A seed-based row with n < 3 is 'not shown (n = k)' whatever its numbers say."),
     ("Stability",
      "The share of resamples giving the same verdict: a bootstrap over seeds or runs (every "
-     "resample enumerated for 3-5 seeds), or leaving one batch of runs out at a time. A row "
-     "whose summary keeps no per-seed values says so."),
+     "resample enumerated for 3-5 seeds, 2000 random ones above), or leaving one batch of runs "
+     "out at a time. Below 80 % a row is fragile; the fragile rows are listed together."),
     ("Metric",
-     "Where our metric differs from the paper's (held-out loss for benchmark accuracy), the "
-     "row's first words say so. Results are at CPU scale unless a row says otherwise."),
+     "Where our metric differs from the paper's (held-out loss for benchmark accuracy) or a row "
+     "reads an earlier run (the previous CPU scale of the confirmation), the row's first words "
+     "say so. Results are at CPU scale unless a row says otherwise."),
 )  # fmt: skip
 
 
