@@ -362,16 +362,15 @@ def confirm_numbers(ds) -> dict:
 
 #: The 5-epoch horizon check of the confirmation (same corpus and pre-trained models).
 CONFIRM_EP5 = (
-    "git checkout e030560 && python -m llm_validation confirm --scale cpu --epochs 5 "
-    "--variants ft,ft_up,random,easy --reuse results/llm/confirm_cpu_v1 "
-    "--out results/llm/confirm_cpu_ep5"
+    "python -m llm_validation confirm --scale cpu --epochs 5 --variants ft,ft_up,random,easy "
+    "--reuse results/llm/confirm_cpu --out results/llm/confirm_cpu_ep5"
 )
 
 
 #: The CPU scale before issue 29 (``scale`` of its numbers): corpus levels 1-4, 6,000
 #: pre-training problems x 3 epochs (1.74M tokens), 3 seeds, every variant; its fine-tuned models
 #: sat at the accuracy floor (FT 3.15 %). Rows on variants today's default run leaves out
-#: read it and say so; its 5-epoch check reused its pre-trained models.
+#: read it and say so.
 PREVIOUS_CPU = "previous CPU (levels 1-4, 1.74M pre-training tokens, accuracy at the floor)"
 
 #: The run that made the previous scale's numbers (the code of that commit, ``--variants all``).
@@ -391,8 +390,7 @@ def _llm_confirm_v1(results_dir: Path) -> dict:
 
 
 def _llm_confirm_ep5(results_dir: Path) -> dict:
-    return {**confirm_numbers(_nc(results_dir, "llm/confirm_cpu_ep5/results.nc")),
-            "scale": PREVIOUS_CPU}  # fmt: skip
+    return confirm_numbers(_nc(results_dir, "llm/confirm_cpu_ep5/results.nc"))
 
 
 # ----------------------------------------------------------------------------- seed 004

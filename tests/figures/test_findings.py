@@ -337,14 +337,16 @@ NOTES = {
     # intervals (+1.78 [-1.23, +4.79], +0.78 [-2.90, +4.46]) contain 0 and exceed the margin:
     # not shown (were 'contradicted' on the loss). confirm-mean-is-compute: random and easy
     # lower the loss as much as hard (5 seeds; was not shown at 3). Rows on variants the default
-    # run leaves out (traj-vs-ckpt, muon, proxy, checkpoints, fsam) and the 5-epoch check keep
-    # the previous CPU scale's numbers (3 seeds, loss) and say so; FSAM's rho is untuned.
+    # run leaves out (traj-vs-ckpt, muon, proxy, checkpoints, fsam) keep the previous CPU
+    # scale's numbers (3 seeds, loss) and say so; FSAM's rho is untuned. confirm-transient: the
+    # 5-epoch check rerun at this scale: worst-source FT+UP - FT -0.0002 [-0.054, +0.053], too
+    # wide for the +-0.009 margin either way (was refuted at the previous scale): not shown.
     "confirm-up-loss": V.NOT_SHOWN, "confirm-up-acc": V.NOT_SHOWN,
     "confirm-random": V.NOT_SHOWN, "confirm-easy": V.NOT_SHOWN,
     "confirm-hard-vs-matched": V.NOT_SHOWN, "confirm-traj-vs-ckpt": V.NOT_SHOWN,
     "confirm-muon": V.REPRODUCED, "confirm-entropy": V.NOT_SHOWN,
     "confirm-worst-source": V.NOT_SHOWN, "confirm-mean-is-compute": V.VERIFIED,
-    "confirm-late-not-noisy": V.VERIFIED, "confirm-transient": V.REFUTED,
+    "confirm-late-not-noisy": V.VERIFIED, "confirm-transient": V.NOT_SHOWN,
     "confirm-proxy": V.NOT_SHOWN, "confirm-checkpoints": V.REPRODUCED,
     "confirm-fsam": V.NOT_SHOWN,
     # seed 002 (issue 12)
