@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's packages
 
-from sims.cli import ArgumentParser, positive_int  # noqa: E402
+from sims.runtime.cli import ArgumentParser, positive_int  # noqa: E402
 
 
 def lpt_makespan(costs: list[float], workers: int) -> float:
@@ -46,7 +46,7 @@ def lpt_makespan(costs: list[float], workers: int) -> float:
 
 
 def _steps_of(variant: str, ft_steps: float, up_steps: float) -> float:
-    from llm_validation.confirm import VARIANTS
+    from llm_validation.experiments.confirm import VARIANTS
 
     v = VARIANTS[variant]
     return ft_steps if v.setting == "ft" and v.match_steps is None else up_steps
@@ -56,7 +56,7 @@ def estimate(ds, variants, seeds: int, workers: int) -> dict:
     """Estimated wall seconds per phase of a run of ``variants`` x ``seeds`` on ``workers``."""
     import numpy as np
 
-    from llm_validation.confirm import VARIANTS
+    from llm_validation.experiments.confirm import VARIANTS
 
     job = json.loads(ds.attrs["job_cpu_seconds"])
     steps = ds["train_steps"].values.ravel()
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     p.add_argument("--scale", default="cpu", help="the scale to estimate (default cpu)")
     p.add_argument("--workers", type=positive_int, default=2, help="idle cores (default 2)")
     args = p.parse_args(argv)
-    from llm_validation.confirm import SCALES, VARIANTS
+    from llm_validation.experiments.confirm import SCALES, VARIANTS
 
     if args.scale not in SCALES:
         p.error(f"--scale must be one of {', '.join(SCALES)}; got {args.scale!r}")
@@ -116,20 +116,20 @@ def main(argv=None) -> int:
     cfg = SCALES[args.scale]
     folder = Path(args.results or args.measure)
     if args.measure:
-        from sims.io import ensure_writable
+        from sims.runtime.io import ensure_writable
 
         try:  # before an hour of training, not after
             ensure_writable(folder, kind="dir", arg="--measure")
         except ValueError as exc:
             p.error(str(exc))
-        from llm_validation.confirm import run_confirmation
+        from llm_validation.experiments.confirm import run_confirmation
 
         one = dataclasses.replace(cfg, seeds=(0,), variants=("ft", "ft_matched", "ft_up"),
                                   workers=args.workers)  # fmt: skip
         run_confirmation(one, folder, quiet=True)
     if not (folder / "results.nc").exists():
         p.error(f"--results: no results.nc in {folder}")
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     ds = read_netcdf(folder / "results.nc")
     job = json.loads(ds.attrs.get("job_cpu_seconds", "{}"))

@@ -21,7 +21,7 @@ import json
 import os
 import time
 
-from sims.cli import ArgumentParser, positive_int
+from sims.runtime.cli import ArgumentParser, positive_int
 
 
 def _sweep(steps: int):
@@ -45,9 +45,9 @@ def main(argv=None) -> int:
         "--steps", type=positive_int, default=60000, help="GD/SAM steps per job (default 60000)"
     )
     a = p.parse_args(argv)
-    from sims.executors import close_clusters
+    from sims.runtime.executors import close_clusters
     from sims.markov.beyond import _ode_stage_times
-    from sims.parallel import use_executor
+    from sims.runtime.parallel import use_executor
 
     os.environ["SBT_WORKERS"] = "2"  # the pool's size, as dask-local:2
     _ode_stage_times((0.0, 0, 0.1, 200, 40, 1e-6, 50))  # numba cache, here and on disk

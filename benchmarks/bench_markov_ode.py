@@ -10,7 +10,7 @@ import json
 import os
 import time
 
-from sims.cli import ArgumentParser, positive_int
+from sims.runtime.cli import ArgumentParser, positive_int
 from sims.markov.tensor_dynamics import FlowConfig, solve_flow, stage_times
 
 

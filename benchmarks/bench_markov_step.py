@@ -17,7 +17,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from sims.cli import ArgumentParser, positive_int
+from sims.runtime.cli import ArgumentParser, positive_int
 from sims.markov.models import FullConfig, MinimalConfig, build_model, param_groups
 
 

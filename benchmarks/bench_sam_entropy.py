@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from sims.cli import ArgumentParser, positive_int
+from sims.runtime.cli import ArgumentParser, positive_int
 
 TARGET_S = 10.0
 

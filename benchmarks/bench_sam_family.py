@@ -36,7 +36,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's packages, also when run as a script
-from sims.cli import ArgumentParser, positive_int  # noqa: E402 - this checkout's
+from sims.runtime.cli import ArgumentParser, positive_int  # noqa: E402 - this checkout's
 
 OPTIMIZERS = ("adamw", "sgd", "muon", "sam", "fsam", "psam", "pfsam", "lsam", "angle_sam", "asam")
 MODEL = dict(vocab_size=2048, seq_len=128, n_layer=4, n_head=4, d_model=128)
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if a.out is not None:
-        from sims.io import ensure_writable
+        from sims.runtime.io import ensure_writable
 
         try:
             ensure_writable(a.out, kind="file", arg="--out")
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     print(f"hardware: {json.dumps(result['hardware'])}")
     print(f"loadavg before {load_before}, after {result['loadavg_after']}")
     if a.out is not None:
-        from sims.io import provenance, write_json
+        from sims.runtime.io import provenance, write_json
 
         write_json(a.out, result, meta=provenance(result | {"rows": None}))
     fsam = next((r for r in rows if r["optimizer"] == "fsam"), None)

@@ -1,7 +1,7 @@
-"""Throughput of the program-of-thought sandbox (``llm_validation.execution``): programs per second.
+"""Throughput of the program-of-thought sandbox (``llm_validation.evaluate.execution``): programs per second.
 
 Runs the corpus's own program-of-thought solutions (a few lines each, ``print`` at the end)
-through :func:`llm_validation.execution.run_programs`, with and without the root-only isolation
+through :func:`llm_validation.evaluate.execution.run_programs`, with and without the root-only isolation
 layers, interleaved over ``--reps`` repetitions (the best repetition is reported: other jobs on
 a shared machine only slow a run down). Prints the layers in force, the load average, and a last
 line ``programs_per_s=... (target >= 20 on 2 cores)``. Issue 20 asks for >= 20 programs/s on
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's packages
-from sims.cli import ArgumentParser, positive_int  # noqa: E402 - this checkout's
+from sims.runtime.cli import ArgumentParser, positive_int  # noqa: E402 - this checkout's
 
 
 def main(argv=None) -> int:
@@ -36,8 +36,8 @@ def main(argv=None) -> int:
     if args.n < 1 or args.reps < 1 or (args.workers is not None and args.workers < 1):
         p.error("--n, --reps and --workers must be >= 1")
 
-    from llm_validation.corpus import generate_corpus
-    from llm_validation.execution import isolation, run_programs
+    from llm_validation.data.corpus import generate_corpus
+    from llm_validation.evaluate.execution import isolation, run_programs
 
     progs = [r["output"] for r in generate_corpus(20 * args.n, seed=7) if r["style"] == "code"]
     progs = (progs * (1 + args.n // max(1, len(progs))))[: args.n]

@@ -1,9 +1,9 @@
 """Benchmark: cost of recording spectra every 10 steps on the CPU pre-training configuration.
 
 Target (issue 12): recording every 10 steps adds at most 10% to the step time of the CPU
-configuration of :func:`sims.spectral_bridge.lm_sosd_config` (the :mod:`sims.lm` default decoder,
+configuration of :func:`sims.sosd.bridge.lm_sosd_config` (the :mod:`sims.lm` default decoder,
 0.1M parameters, batch 16 x 64 tokens, AdamW). Plain :func:`sims.lm.train_lm` runs (A) and runs
-with :func:`sims.spectral_bridge.train_lm_with_spectra` (B, float64 SVDs of all 8 matrices every
+with :func:`sims.sosd.bridge.train_lm_with_spectra` (B, float64 SVDs of all 8 matrices every
 ``--every`` steps, weight snapshots every 100 steps) are interleaved A, B, A, B, ... on the same
 seed, with validation off, and timed by wall clock; the printed ratio is median(B) / median(A).
 The time spent inside the recorder (``recording_seconds``) is printed too.
@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from sims.cli import ArgumentParser, positive_int
+from sims.runtime.cli import ArgumentParser, positive_int
 
 
 def main(argv=None) -> int:
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
         p.error("--steps, --reps, --every and --threads must be >= 1")
     torch.set_num_threads(a.threads)
     from sims.lm import train_lm
-    from sims.spectral_bridge import lm_sosd_config, train_lm_with_spectra
+    from sims.sosd.bridge import lm_sosd_config, train_lm_with_spectra
 
     cfg = lm_sosd_config("constant", scale="cpu").replace(steps=a.steps, eval_every=0,
                                                           threads=a.threads)  # fmt: skip

@@ -27,7 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's packages, also when run as a script
-from sims.cli import ArgumentParser, positive_int  # noqa: E402 - this checkout's
+from sims.runtime.cli import ArgumentParser, positive_int  # noqa: E402 - this checkout's
 
 #: davda54/sam divides by ‖g‖ + 1e-12: a 1e-12-relative change per step, ~1e-11 after 20 steps.
 TOL = 1e-9

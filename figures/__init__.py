@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
-from sims.cli import ArgumentParser, add_folder_arguments, check_folders
-from sims.plotting import save_figure
+from sims.runtime.cli import ArgumentParser, add_folder_arguments, check_folders
+from sims.runtime.plotting import save_figure
 
 __all__ = [
     "FigureSpec", "discover", "figure_main", "figure_map", "save_figure", "DEFAULT_OUT",
@@ -61,7 +61,7 @@ class FigureSpec:
     gpu: bool = False
 
     def __post_init__(self):
-        from sims.extras import EXTRAS
+        from sims.runtime.extras import EXTRAS
 
         if self.extra not in EXTRAS:
             raise ValueError(
@@ -72,13 +72,13 @@ class FigureSpec:
     @property
     def available(self) -> bool:
         """Whether the extra this figure needs is installed."""
-        from sims.extras import is_available
+        from sims.runtime.extras import is_available
 
         return is_available(self.extra)
 
     def require(self) -> None:
-        """Raise :class:`sims.extras.MissingExtraError` if this figure's extra is missing."""
-        from sims.extras import require
+        """Raise :class:`sims.runtime.extras.MissingExtraError` if this figure's extra is missing."""
+        from sims.runtime.extras import require
 
         require(self.extra, what=f"figure {self.name!r}")
 
@@ -124,11 +124,11 @@ def figure_main(
 ) -> int:
     """Command-line wrapper shared by every figure module's ``main``.
 
-    The package's CLI contract (:mod:`sims.cli`): bad input, a missing extra or an unreadable
+    The package's CLI contract (:mod:`sims.runtime.cli`): bad input, a missing extra or an unreadable
     saved result is one line and exit 2, before anything is written; Ctrl-C is one line and
     exit 130 (results already computed are kept: each is saved as soon as it is done).
     """
-    from sims.cli import run_cli
+    from sims.runtime.cli import run_cli
 
     # the figure module (whose FIGURE is `spec`); under `python -m` it is `__main__` and its
     # __spec__ keeps the real name (`make` may come from a library module)
@@ -137,14 +137,14 @@ def figure_main(
     prog = f"python -m {name}"
 
     def cli(argv: Sequence[str] | None) -> int:
-        from sims.extras import MissingExtraError
+        from sims.runtime.extras import MissingExtraError
 
         parser = ArgumentParser(prog=prog, description=f"{spec.title} ({spec.paper_ref}).")
         add_folder_arguments(parser, out=DEFAULT_OUT, results=DEFAULT_RESULTS)
         parser.add_argument("--quick", action="store_true", help="small configuration (for tests)")
         parser.add_argument("--recompute", action="store_true",
                             help="recompute the result file even if it exists")  # fmt: skip
-        from sims.parallel import add_executor_argument
+        from sims.runtime.parallel import add_executor_argument
 
         add_executor_argument(parser)
         args = parser.parse_args(argv)  # also validates the package's environment variables
@@ -153,7 +153,7 @@ def figure_main(
             check_folders(args)
         except (MissingExtraError, ValueError) as exc:
             parser.error(str(exc))
-        from sims.parallel import DISPATCHED, executor_notice
+        from sims.runtime.parallel import DISPATCHED, executor_notice
 
         before = DISPATCHED[0]
         paths = make(args.out, results_dir=args.results, quick=args.quick,

@@ -7,9 +7,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-from sims.cli import ArgumentParser, add_folder_arguments, check_folders, run_cli
-from sims.extras import EXTRAS
-from sims.parallel import DISPATCHED, add_executor_argument, executor_notice
+from sims.runtime.cli import ArgumentParser, add_folder_arguments, check_folders, run_cli
+from sims.runtime.extras import EXTRAS
+from sims.runtime.parallel import DISPATCHED, add_executor_argument, executor_notice
 
 from . import DEFAULT_OUT, DEFAULT_RESULTS, discover, figure_map
 

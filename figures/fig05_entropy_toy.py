@@ -73,7 +73,7 @@ def plot(ds, path: str | Path | None = None):
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Render from the saved toy result, computing it when missing."""
-    from sims.io import provenance, read_netcdf, write_netcdf
+    from sims.runtime.io import provenance, read_netcdf, write_netcdf
 
     # the toy takes 0.1 s: --quick computes the same thing, under its own file names
     suffix = "_quick" if quick else ""

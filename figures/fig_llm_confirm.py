@@ -115,7 +115,7 @@ def plot(ds, out: Path, tag: str = "", ep5: dict | None = None) -> list[Path]:
     """The paired differences behind the findings page's confirmation rows.
 
     (a) average accuracy (the paper's metric) for every comparison the page judges, with the
-    equivalence band (± :data:`llm_validation.confirm.ACCURACY_MARGIN`) behind the no-effect
+    equivalence band (± :data:`llm_validation.experiments.confirm.ACCURACY_MARGIN`) behind the no-effect
     claims; (b) worst-source held-out loss at 3 epochs and, from ``ep5`` (the 5-epoch run's
     :func:`~figures.report.sources.confirm_numbers`; labelled when it ran at another scale), at
     5; (c) mean held-out loss (the companion metric; band ± half the main effect); (d)
@@ -159,7 +159,7 @@ def plot(ds, out: Path, tag: str = "", ep5: dict | None = None) -> list[Path]:
         _forest(b, rows, "nats/token", f"(b) worst-source ({worst}) held-out loss; 5-epoch check"
                 + ("" if ep5 is not None else " not available") + "\n(green: ±margin, 'gone')",
                 margin)  # fmt: skip
-    from llm_validation.confirm import ACCURACY_MARGIN
+    from llm_validation.experiments.confirm import ACCURACY_MARGIN
 
     rows = []
     for label, x, y in LOSS_ITEMS:
@@ -210,7 +210,7 @@ def _ep5(results_dir) -> dict | None:
     """The 5-epoch run's pairs: from its results, else from the committed summary numbers."""
     from figures.report import store
     from figures.report.sources import confirm_numbers
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     path = Path(results_dir) / "llm" / "confirm_cpu_ep5" / "results.nc"
     if path.exists():
@@ -221,8 +221,8 @@ def _ep5(results_dir) -> dict | None:
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Run (or load) the confirmation at the CPU scale (``quick``: the smoke scale), render."""
-    from llm_validation.confirm import SCALES, run_confirmation
-    from sims.io import read_netcdf
+    from llm_validation.experiments.confirm import SCALES, run_confirmation
+    from sims.runtime.io import read_netcdf
 
     scale = "quick" if quick else "cpu"
     folder = Path(results_dir) / "llm" / f"confirm_{scale}"

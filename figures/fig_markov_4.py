@@ -58,11 +58,11 @@ def run_one(job: tuple[str, str, float, int]):
 def compute(scale: str, store=None):
     """One seed per u (m = 1.7), several seeds per m (u = 1); stacked on a ``run`` dimension.
 
-    ``store``: a :class:`sims.parallel.JobStore` keeping finished runs (resume after a crash).
+    ``store``: a :class:`sims.runtime.parallel.JobStore` keeping finished runs (resume after a crash).
     """
     import xarray as xr
 
-    from sims.parallel import pmap
+    from sims.runtime.parallel import pmap
 
     jobs = [(scale, "u", u, 0) for u in U_VALUES[scale]]
     jobs += [(scale, "m", m, s) for m in M_VALUES[scale] for s in M_SEEDS[scale]]

@@ -9,7 +9,7 @@ learned stages at the end and at the best (early-stopping) step, per size and se
 * CPU scale: the minimal model (:func:`sims.markov.experiments.sweep_exp`: d = 20, lr 2e-2, 4000
   steps), two seeds, and KL to the restricted *ground truths* f_{A*_1:i} (Eq. 3) instead of
   trained restricted-context models, which would cost three more runs per size; the runs go in
-  parallel over the cores (:func:`sims.parallel.pmap`). About 5 min on 2 cores.
+  parallel over the cores (:func:`sims.runtime.parallel.pmap`). About 5 min on 2 cores.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def compute(scale: str, store=None):
 
     :func:`sims.markov.experiments.fig5` (sizes :data:`~sims.markov.experiments.FIG5_SIZES`,
     seeds :data:`~sims.markov.experiments.FIG5_SEEDS`) on ``$MARKOV_DEVICE``; ``store``: a
-    :class:`sims.parallel.JobStore` keeping finished runs (resume after a crash).
+    :class:`sims.runtime.parallel.JobStore` keeping finished runs (resume after a crash).
     """
     return RUN.compute(scale, store=store)
 

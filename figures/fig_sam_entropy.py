@@ -24,7 +24,7 @@ FIGURE = FigureSpec(
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Render from the saved result, computing it (default config) when missing."""
-    from sims.io import provenance, read_netcdf, write_netcdf
+    from sims.runtime.io import provenance, read_netcdf, write_netcdf
     from sims.sam_entropy import SamEntropyConfig, check_theorem
 
     src = Path(results_dir) / FIGURE.result_file

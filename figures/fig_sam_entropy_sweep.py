@@ -27,7 +27,7 @@ def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) 
     """Render from the saved sweep, computing it (smaller grid when ``quick``) when missing."""
     import numpy as np
 
-    from sims.io import provenance, read_netcdf, write_netcdf
+    from sims.runtime.io import provenance, read_netcdf, write_netcdf
     from sims.sam_entropy import SweepConfig, sweep
 
     src = Path(results_dir) / FIGURE.result_file

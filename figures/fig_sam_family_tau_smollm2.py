@@ -4,8 +4,8 @@ Does the logit path dominate the SAM sharpness gradient (τ_logit ≈ 1, seed 00
 on a real pretrained LM? τ_logit, τ_func, τ_cross and λ_max(H_L) (Lanczos from the gradient)
 on a fixed held-out probe of generated math problems (the pipeline's corpus, prompt format and
 response-token loss), at step 0 (the LoRA initialization, B = 0) and along a short LoRA
-fine-tune through the pipeline (:func:`llm_validation.finetune.finetune`; AdamW, cosine
-schedule), measured by :func:`llm_validation.sharpness.sharpness_along_finetune` with respect
+fine-tune through the pipeline (:func:`llm_validation.train.finetune.finetune`; AdamW, cosine
+schedule), measured by :func:`llm_validation.experiments.sharpness.sharpness_along_finetune` with respect
 to (i) the trainable LoRA adapters and (ii) the last decoder block's feed-forward weights
 (base coordinates; adapters held at their current values). Exact products in float32, each
 checked against an independent Hessian-vector product (``check_residual``).
@@ -13,7 +13,7 @@ checked against an independent Hessian-vector product (``check_residual``).
 CPU scale: rank 8 (α 32) on the attention projections, 120 examples at batch 4 (30 steps,
 lr 2e-4), probe of 4 sequences of ≤ 128 tokens, measurements at steps 0, 10, 20, 30, Lanczos
 5; about 15-20 min on one core. ``--quick``: a 2-layer Llama built from a config
-(:mod:`llm_validation.tiny`), seconds. Reads ``results/sam_family/smollm2/cpu/tau_smollm2.nc``
+(:mod:`llm_validation.models.tiny`), seconds. Reads ``results/sam_family/smollm2/cpu/tau_smollm2.nc``
 (resumable: per-step measurements and checkpoints live beside it).
 """
 
@@ -51,9 +51,9 @@ LABELS = {"lora": "LoRA adapters", "last_mlp": "last block's MLP (base weights)"
 
 def _tiny_model(folder: Path) -> str:
     """A 2-layer Llama from a config with a tokenizer trained on the corpus (quick runs)."""
-    from llm_validation.corpus import generate_corpus
-    from llm_validation.data import format_prompt
-    from llm_validation.tiny import TinySize, make_tiny_model, train_tokenizer
+    from llm_validation.data.corpus import generate_corpus
+    from llm_validation.data.records import format_prompt
+    from llm_validation.models.tiny import TinySize, make_tiny_model, train_tokenizer
 
     if not (folder / "config.json").exists():
         texts = [format_prompt(r["instruction"]) + r["output"]
@@ -68,10 +68,10 @@ def compute(results_dir, *, quick: bool = False, recompute: bool = False, progre
     import shutil
 
     from llm_validation.config import FinetuneConfig
-    from llm_validation.corpus import generate_corpus
-    from llm_validation.data import Example
-    from llm_validation.sharpness import sharpness_along_finetune
-    from sims.io import provenance, read_netcdf, write_netcdf
+    from llm_validation.data.corpus import generate_corpus
+    from llm_validation.data.records import Example
+    from llm_validation.experiments.sharpness import sharpness_along_finetune
+    from sims.runtime.io import provenance, read_netcdf, write_netcdf
 
     scale = "quick" if quick else "cpu"
     s = SCALES[scale]

@@ -2,7 +2,7 @@
 
 Linear attention (main paper's ATTN_S, Figure 1 setting, 8 paired runs, GD / GD + upsampling /
 SAM, spectra every 10 steps) and the seed-004 Markov minimal model (AdamW / SAM / hard and random
-upsampling, CPU scale, spectra every 10 steps), via :mod:`sims.spectral_bridge`.
+upsampling, CPU scale, spectra every 10 steps), via :mod:`sims.sosd.bridge`.
 
 Reads ``results/sosd_bridge/la.nc`` and ``results/sosd_bridge/markov_seed<s>.nc`` (computed when
 missing: the linear-attention part takes minutes, each Markov seed ~20 min on 2 idle cores), and
@@ -34,7 +34,7 @@ FIGURE = FigureSpec(
     title="SoSD bridge: stage-wise learning vs spectral restructuring (linear attention, Markov)",
     paper_ref="beyond the papers (seed 002 x main, seed 004)",
     result_file="sosd_bridge/la.nc",
-    producer="figures.fig_sosd_bridge.compute_la() / compute_markov() (sims.spectral_bridge)",
+    producer="figures.fig_sosd_bridge.compute_la() / compute_markov() (sims.sosd.bridge)",
     extra="torch",
 )
 
@@ -52,8 +52,8 @@ def _paths(results_dir, quick: bool) -> dict[str, Path]:
 
 def compute_la(results_dir, *, quick: bool = False) -> Path:
     """Run the linear-attention study and write ``la.nc``."""
-    from sims.io import provenance, write_netcdf
-    from sims.spectral_bridge import LAStudyConfig, la_study
+    from sims.runtime.io import provenance, write_netcdf
+    from sims.sosd.bridge import LAStudyConfig, la_study
 
     cfg = (LAStudyConfig(n_runs=2, num_steps=801, n_examples=2000, learning_rate=0.1)
            if quick else LAStudyConfig())  # fmt: skip
@@ -77,8 +77,8 @@ def compute_la_pooled(results_dir, *, seeds: Sequence[int] = POOLED_SEEDS,
     Saved batches are skipped unless ``recompute``. They feed the pooled onset finding and its
     value-init robustness row.
     """
-    from sims.io import provenance, write_netcdf
-    from sims.spectral_bridge import LAStudyConfig, la_study
+    from sims.runtime.io import provenance, write_netcdf
+    from sims.sosd.bridge import LAStudyConfig, la_study
 
     out = []
     for vi in value_inits:
@@ -95,9 +95,9 @@ def compute_la_pooled(results_dir, *, seeds: Sequence[int] = POOLED_SEEDS,
 def compute_markov(results_dir, *, seeds: Sequence[int] = MARKOV_SEEDS, quick: bool = False,
                    progress: bool = False) -> list[Path]:  # fmt: skip
     """Run the Markov study for each seed (skipping seeds already saved)."""
-    from sims.io import provenance, write_netcdf
+    from sims.runtime.io import provenance, write_netcdf
     from sims.markov.experiments import minimal_exp, reseed, sweep_exp
-    from sims.spectral_bridge import markov_study
+    from sims.sosd.bridge import markov_study
 
     base = minimal_exp("quick") if quick else sweep_exp("cpu")
     out = []
@@ -194,7 +194,7 @@ def plot(la, markov: list, path=None, pooled=None):
           "(dashed) vs ΔΣ")  # fmt: skip
     a2.legend(fontsize=8, loc="upper right")
     # (b) alignment, keys and merged matrix
-    from sims.spectral_bridge import alignment_table
+    from sims.sosd.bridge import alignment_table
 
     arms = list(la.arm.values)
     data, labels = [], []
@@ -259,8 +259,8 @@ def plot(la, markov: list, path=None, pooled=None):
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Render from the saved results, computing missing ones."""
-    from sims.extras import require
-    from sims.io import read_netcdf
+    from sims.runtime.extras import require
+    from sims.runtime.io import read_netcdf
 
     require("jax", what="figure 'sosd_bridge' (linear-attention part)")
     paths = _paths(results_dir, quick)

@@ -1,6 +1,6 @@
 """Seed 002 Figures 2–5 analogs on a small decoder (:mod:`sims.lm`) pre-trained on CPU.
 
-Runs (:data:`sims.spectral_bridge.LM_EXPERIMENTS`, 3 seeds each, spectra every 10 steps): AdamW
+Runs (:data:`sims.sosd.bridge.LM_EXPERIMENTS`, 3 seeds each, spectra every 10 steps): AdamW
 with a constant learning rate (Figs. 1–3: cosine to the final state, ΔΣ with validation loss and
 the onset), step decay ×0.1 at 50% and 75% (Fig. 4a), WSD with the last 28.4% decayed (Fig. 4b),
 cosine to 0.1× (Fig. 4c), cosine with weight decay 0 vs 0.1 (Fig. 5a), Muon vs AdamW under WSD
@@ -9,7 +9,7 @@ embeddings, 0.1M parameters) on its HMM corpus (V = 256, exact Bayes loss).
 
 Reads ``results/sosd_lm/cpu/<name>_seed<s>.{spectra.nc,history.nc,json}`` and
 ``results/sosd_lm/cpu/summary.json``; computes missing runs with
-:func:`sims.spectral_bridge.lm_sosd_runs` (1000 steps each, about 1–2 min per run on one idle
+:func:`sims.sosd.bridge.lm_sosd_runs` (1000 steps each, about 1–2 min per run on one idle
 core, 18 runs). ``SOSD_LM_SCALE=gpu`` selects the GPU configuration (on ``cuda``; not run here:
 the GPU campaign, ``python -m llm_validation campaign --stage sosd``, runs it).
 """
@@ -34,7 +34,7 @@ FIGURE = FigureSpec(
     title="SoSD in small-LM pre-training: phases, schedules, weight decay, Muon",
     paper_ref="seed 002 Figs. 2-5",
     result_file="sosd_lm/cpu/summary.json",
-    producer="figures.fig_sosd_lm.compute() (sims.spectral_bridge.lm_sosd_runs)",
+    producer="figures.fig_sosd_lm.compute() (sims.sosd.bridge.lm_sosd_runs)",
     extra="torch",
 )
 
@@ -43,17 +43,17 @@ def compute(results_dir, *, scale: str = "cpu", names: Sequence[str] | None = No
             seeds: Sequence[int] | None = None, progress: bool = False) -> Path:  # fmt: skip
     """Run the missing (name, seed) runs, then write the aggregated ``summary.json``.
 
-    :func:`sims.spectral_bridge.lm_sosd_runs` (default: every experiment, seeds 0, 1, 2).
+    :func:`sims.sosd.bridge.lm_sosd_runs` (default: every experiment, seeds 0, 1, 2).
     """
-    from sims.spectral_bridge import lm_sosd_runs
+    from sims.sosd.bridge import lm_sosd_runs
 
     kw = {k: tuple(v) for k, v in (("names", names), ("seeds", seeds)) if v is not None}
     return lm_sosd_runs(results_dir, scale=scale, progress=progress, **kw)
 
 
 def _load(results_dir, scale, name, seed):
-    from sims.io import read_netcdf
-    from sims.spectral_bridge import lm_sosd_dir
+    from sims.runtime.io import read_netcdf
+    from sims.sosd.bridge import lm_sosd_dir
 
     stem = lm_sosd_dir(results_dir, scale) / f"{name}_seed{seed}"
     return read_netcdf(f"{stem}.spectra.nc"), read_netcdf(f"{stem}.history.nc")
@@ -165,8 +165,8 @@ def plot(results_dir, summary: dict, *, scale: str = "cpu", path=None):
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Render from the saved runs, computing missing ones."""
-    from sims.io import read_json
-    from sims.spectral_bridge import lm_sosd_dir
+    from sims.runtime.io import read_json
+    from sims.sosd.bridge import lm_sosd_dir
 
     scale = "quick" if quick else os.environ.get("SOSD_LM_SCALE", "cpu")
     seeds = (0,) if quick else None

@@ -1,11 +1,11 @@
 """SoSD of LoRA adapters while fine-tuning the real SmolLM2-135M-Instruct (do they stabilize?).
 
-LoRA fine-tuning through the pipeline's public API (:func:`llm_validation.finetune.finetune`,
+LoRA fine-tuning through the pipeline's public API (:func:`llm_validation.train.finetune.finetune`,
 rank 8, alpha 32 on the attention projections, AdamW, cosine schedule with 3% warm-up) on the
 pipeline's procedurally generated MathInstruct-like corpus
-(:func:`llm_validation.corpus.generate_corpus`), with
-:func:`sims.spectral.hf_spectral_callback` recording the adapters ``A`` (r × in), ``B`` (out × r)
-and their update ``ΔW = (α/r)·B A`` every ``EVERY`` steps (:func:`sims.spectral_bridge.
+(:func:`llm_validation.data.corpus.generate_corpus`), with
+:func:`sims.sosd.spectral.hf_spectral_callback` recording the adapters ``A`` (r × in), ``B`` (out × r)
+and their update ``ΔW = (α/r)·B A`` every ``EVERY`` steps (:func:`sims.sosd.bridge.
 lora_matrices`). ``B`` and ``ΔW`` start at zero: their spectra exist from the first step on.
 
 Reads ``results/sosd_lora/<scale>/spectra.nc`` (+ ``loss.json``); computes it when missing. CPU
@@ -31,7 +31,7 @@ FIGURE = FigureSpec(
     title="SoSD of LoRA adapters fine-tuning SmolLM2-135M-Instruct",
     paper_ref="seed 002 x main paper Sec. 6 (beyond the papers)",
     result_file="sosd_lora/cpu/spectra.nc",
-    producer="figures.fig_sosd_lora.compute() (llm_validation.finetune + hf_spectral_callback)",
+    producer="figures.fig_sosd_lora.compute() (llm_validation.train.finetune + hf_spectral_callback)",
     extra="models",
 )
 
@@ -46,12 +46,12 @@ def compute(results_dir, *, quick: bool = False, progress: bool = False) -> Path
     from transformers import TrainerCallback
 
     from llm_validation.config import FinetuneConfig
-    from llm_validation.corpus import generate_corpus
-    from llm_validation.data import Example
-    from llm_validation.finetune import finetune
-    from sims.io import provenance, write_json, write_netcdf
-    from sims.spectral import hf_spectral_callback
-    from sims.spectral_bridge import lora_matrices
+    from llm_validation.data.corpus import generate_corpus
+    from llm_validation.data.records import Example
+    from llm_validation.train.finetune import finetune
+    from sims.runtime.io import provenance, write_json, write_netcdf
+    from sims.sosd.spectral import hf_spectral_callback
+    from sims.sosd.bridge import lora_matrices
 
     scale = "quick" if quick else "cpu"
     s = SCALES[scale]
@@ -92,7 +92,7 @@ def _kind_curve(ds, suffix):
 
 def plot(ds, losses, path=None):
     """Three panels: loss with ΔΣ of A, B, ΔW; spectral cosine to final; effective rank of ΔW."""
-    from sims.spectral import detect_onset
+    from sims.sosd.spectral import detect_onset
 
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 4.6), constrained_layout=True)
     st = ds.step.values
@@ -139,7 +139,7 @@ def plot(ds, losses, path=None):
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Render from the saved spectra, computing them when missing."""
-    from sims.io import read_json, read_netcdf
+    from sims.runtime.io import read_json, read_netcdf
 
     scale = "quick" if quick else "cpu"
     src = Path(results_dir) / "sosd_lora" / scale / "spectra.nc"

@@ -40,8 +40,8 @@ def compute(*, quick: bool = False):
     """All panel data as one ``xarray.Dataset``."""
     import xarray as xr
 
-    from sims.sosd_toy import theorem45_hitting_times
-    from sims.spectral import lemma_a4_bound, sd_variation
+    from sims.sosd.toy import theorem45_hitting_times
+    from sims.sosd.spectral import lemma_a4_bound, sd_variation
     from theory.sosd import _matrix_pairs, _softmax
 
     rng = np.random.default_rng(0)
@@ -161,7 +161,7 @@ def plot(ds, path=None):
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Render from the saved panel data, computing it when missing."""
-    from sims.io import provenance, read_netcdf, write_netcdf
+    from sims.runtime.io import provenance, read_netcdf, write_netcdf
 
     src = Path(results_dir) / FIGURE.result_file
     if quick:

@@ -1,6 +1,6 @@
 """Seed 002 Section 4 toy model: two phases, ΔΣ collapse, Lemma A.4, onset scaling (Thm 4.5).
 
-Reads ``results/sosd_toy/toy.nc`` (default configuration of :mod:`sims.sosd_toy`: n=16, d=32, C=8,
+Reads ``results/sosd_toy/toy.nc`` (default configuration of :mod:`sims.sosd.toy`: n=16, d=32, C=8,
 σ=0.01, η=0.5, 20k full-batch GD steps, 8 seeds) and ``results/sosd_toy/sweep_onsets.nc`` +
 ``sweep_fits.json`` (4 seeds × η ∈ {0.125, 0.25, 0.5, 1} × σ ∈ {0.001, …, 0.1}, 4000 steps);
 computes them when missing (about 10 min on 2 cores; ``--quick``: seconds).
@@ -31,7 +31,7 @@ FIGURE = FigureSpec(
     title="SoSD in the Section 4 toy model: phases, Lemma A.4, norm growth, onset scaling",
     paper_ref="seed 002 Sec. 4 (Thm 4.5, 4.9)",
     result_file="sosd_toy/toy.nc",
-    producer="figures.fig_sosd_toy.compute() (sims.sosd_toy.train / onset_sweep)",
+    producer="figures.fig_sosd_toy.compute() (sims.sosd.toy.train / onset_sweep)",
 )
 
 EPS = 1e-4
@@ -41,7 +41,7 @@ COLORS = {"Q": "tab:blue", "K": "tab:orange", "V": "tab:green"}
 
 def configs(quick: bool = False):
     """The main run and the onset sweep (``ToyConfig`` pair)."""
-    from sims.sosd_toy import ToyConfig
+    from sims.sosd.toy import ToyConfig
 
     if quick:
         return (ToyConfig(n=8, d=12, classes=4, steps=600, seeds=(0, 1)),
@@ -54,8 +54,8 @@ def configs(quick: bool = False):
 
 def compute(results_dir, *, quick: bool = False) -> dict[str, Path]:
     """Run both configurations and write the result files (with provenance)."""
-    from sims.io import provenance, write_json, write_netcdf
-    from sims.sosd_toy import onset_sweep, summarize, train
+    from sims.runtime.io import provenance, write_json, write_netcdf
+    from sims.sosd.toy import onset_sweep, summarize, train
 
     main_cfg, sweep_cfg = configs(quick)
     paths = _paths(results_dir, quick)
@@ -200,7 +200,7 @@ def plot(ds, summary: dict, onsets, fits: dict, path=None):
 
 def make(out_dir, *, results_dir, quick: bool = False, recompute: bool = False) -> list[Path]:
     """Render from the saved results, computing them when missing."""
-    from sims.io import read_json, read_netcdf
+    from sims.runtime.io import read_json, read_netcdf
 
     paths = _paths(results_dir, quick)
     if recompute or not all(p.exists() for p in paths.values()):

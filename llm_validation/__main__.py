@@ -13,7 +13,7 @@ A command is an object with ``HELP`` (one line), ``add_arguments(parser)`` and
 :data:`MODULE_COMMANDS` and imported only when they run (or when the top-level ``--help`` lists
 them), so ``--help`` stays fast and a module's optional dependencies stay optional.
 
-Contract (as every CLI of the package, :mod:`sims.cli`): bad input (flags, config, environment
+Contract (as every CLI of the package, :mod:`sims.runtime.cli`): bad input (flags, config, environment
 variables, an existing file where a folder is meant) exits 2 with one line before anything is
 written; Ctrl-C exits 130 with one line and keeps finished stages and checkpoints; a failed
 run leaves no empty folder behind.
@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sims.cli import ArgumentParser, UsageError, run_cli, seed, seed_list
+from sims.runtime.cli import ArgumentParser, UsageError, run_cli, seed, seed_list
 
 PROG = "python -m llm_validation"
 WHAT = PROG  # the name used in "needs the `llm` extra" messages
@@ -39,7 +39,7 @@ WHAT = PROG  # the name used in "needs the `llm` extra" messages
 #: Subcommands in their own modules: name -> module exposing ``HELP: str``,
 #: ``add_arguments(parser)`` and ``run(args) -> int``; imported lazily. Add one line per module.
 MODULE_COMMANDS: dict[str, str] = {
-    "demo": "llm_validation.demo",
+    "demo": "llm_validation.experiments.demo",
     "campaign": "llm_validation.campaign",
 }
 
@@ -130,11 +130,11 @@ def _load_config(args):
 
 def _run_step(step: str) -> Callable[[argparse.Namespace], int]:
     def run(args) -> int:
-        from sims.extras import require
+        from sims.runtime.extras import require
 
         cfg = _load_config(args)
         require("llm", what=WHAT)
-        from llm_validation import pipeline
+        from llm_validation.experiments import pipeline
         from llm_validation.runs import leave_no_empty_folders
 
         settings = args.settings.split(",") if getattr(args, "settings", None) else None
@@ -167,7 +167,7 @@ def _models_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _models(args) -> int:
-    from llm_validation.models import NAMED_MODELS, cache_root, describe_model
+    from llm_validation.models.registry import NAMED_MODELS, cache_root, describe_model
 
     print(f"model cache: {cache_root()}")
     for name in NAMED_MODELS:
@@ -185,7 +185,7 @@ def _convert_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _convert(args) -> int:
-    from sims.extras import require
+    from sims.runtime.extras import require
 
     if args.model and args.config:
         raise ValueError("give a MODEL or `--config`, not both.")
@@ -197,13 +197,13 @@ def _convert(args) -> int:
         cfg = load_config(args.config)
         specs = list(dict.fromkeys([cfg.proxy.model, cfg.finetune.model, cfg.synthesis.model]))
     else:
-        from llm_validation.models import NAMED_MODELS
+        from llm_validation.models.registry import NAMED_MODELS
 
         raise ValueError(
             "`convert` needs a MODEL (one of " + ", ".join(NAMED_MODELS)
             + ", a .gguf file) or `--config FILE`; nothing is converted by default."
         )  # fmt: skip
-    from llm_validation.models import check_model_spec, resolve_model
+    from llm_validation.models.registry import check_model_spec, resolve_model
 
     for spec in specs:
         check_model_spec(spec)
@@ -229,9 +229,9 @@ def _corpus_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _corpus(args) -> int:
-    from llm_validation.corpus import write_corpus
+    from llm_validation.data.corpus import write_corpus
     from llm_validation.runs import leave_no_empty_folders
-    from sims.io import ensure_writable
+    from sims.runtime.io import ensure_writable
 
     out = _check_dir(args.out, "--out")
     _check_corpus_size(args)
@@ -285,7 +285,7 @@ def _corpus_cost(sample: int) -> tuple[float, float]:
     import time
     import tracemalloc
 
-    from llm_validation.corpus import generate_corpus
+    from llm_validation.data.corpus import generate_corpus
 
     tracemalloc.start()
     t0 = time.perf_counter()
@@ -319,14 +319,14 @@ def available_memory() -> int:
 
 def _confirm_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", choices=("cpu", "gpu", "gpu-scratch", "quick"), default="cpu",
-                   help="scale (llm_validation.confirm.SCALES; quick: a smoke run of every "
+                   help="scale (llm_validation.experiments.confirm.SCALES; quick: a smoke run of every "
                         "stage)")  # fmt: skip
     p.add_argument("--seeds", type=seed_list, default=None,
                    help="distinct non-negative seeds, comma-separated (default: the scale's, "
                         "cpu: 0-4)")  # fmt: skip
     p.add_argument("--variants", default=None,
                    help="comma-separated variants, or 'all' (default: the scale's; see "
-                        "llm_validation.confirm.VARIANTS)")  # fmt: skip
+                        "llm_validation.experiments.confirm.VARIANTS)")  # fmt: skip
     p.add_argument(
         "--out", default=None, help="results folder (default: results/llm/confirm_<scale>)"
     )
@@ -341,23 +341,23 @@ def _confirm_arguments(p: argparse.ArgumentParser) -> None:
                         "them in the sandbox")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     p.add_argument("--quiet", action="store_true", help="no progress bars or summaries")
-    from sims.parallel import add_executor_argument
+    from sims.runtime.parallel import add_executor_argument
 
     add_executor_argument(p)
 
 
 def _confirm(args) -> int:
-    from sims.extras import require
+    from sims.runtime.extras import require
 
     require("llm", what=f"{WHAT} confirm")
-    from llm_validation.confirm import SCALES, run_confirmation
+    from llm_validation.experiments.confirm import SCALES, run_confirmation
     from llm_validation.runs import leave_no_empty_folders
 
     cfg = SCALES[args.scale]
-    if args.seeds is not None:  # parsed by sims.cli.seed_list: distinct, non-negative
+    if args.seeds is not None:  # parsed by sims.runtime.cli.seed_list: distinct, non-negative
         cfg = dataclasses.replace(cfg, seeds=args.seeds)
     if args.variants == "all":
-        from llm_validation.confirm import VARIANTS
+        from llm_validation.experiments.confirm import VARIANTS
 
         cfg = dataclasses.replace(cfg, variants=tuple(VARIANTS))
     elif args.variants:
@@ -372,7 +372,7 @@ def _confirm(args) -> int:
         cfg = dataclasses.replace(cfg, execute_programs=False)
     out = args.out or f"results/llm/confirm_{args.scale}"
     if args.reuse is not None:
-        from llm_validation.confirm import check_reuse_folder
+        from llm_validation.experiments.confirm import check_reuse_folder
 
         check_reuse_folder(args.reuse, out, arg="--reuse")
     if args.dry_run:
@@ -400,7 +400,7 @@ def _read_only(add: Callable) -> Callable:
 
     def add_read_only(p: argparse.ArgumentParser) -> None:
         add(p)
-        p.set_defaults(writes_nothing=True)  # sims.cli.lock_outputs
+        p.set_defaults(writes_nothing=True)  # sims.runtime.cli.lock_outputs
 
     return add_read_only
 
@@ -473,14 +473,14 @@ def build_parser(command: str | None = None) -> ArgumentParser:
 def check_env() -> None:
     """Validate the environment variables the pipeline reads (before any work).
 
-    ``SBT_WORKERS`` (as every CLI: :func:`sims.parallel.check_workers_env`), ``SBT_MODEL_CACHE``
+    ``SBT_WORKERS`` (as every CLI: :func:`sims.runtime.parallel.check_workers_env`), ``SBT_MODEL_CACHE``
     (a folder, not a file) and the launcher's ``RANK``/``WORLD_SIZE`` (integers,
     ``0 <= RANK < WORLD_SIZE``).
 
     Raises:
-        sims.cli.UsageError: naming the variable, its value and the fix.
+        sims.runtime.cli.UsageError: naming the variable, its value and the fix.
     """
-    from sims.parallel import check_workers_env
+    from sims.runtime.parallel import check_workers_env
 
     check_workers_env()
     cache = os.environ.get("SBT_MODEL_CACHE")
@@ -533,7 +533,7 @@ def _no_library_progress_bars() -> None:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    from sims.extras import exit_on_missing_extra
+    from sims.runtime.extras import exit_on_missing_extra
 
     argv = list(sys.argv[1:] if argv is None else argv)
     names = command_names()
@@ -546,7 +546,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 _no_library_progress_bars()
             status = args._run(args)
             if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # under a launcher
-                from llm_validation.training import end_distributed
+                from llm_validation.train.trainer import end_distributed
 
                 end_distributed()
             return status

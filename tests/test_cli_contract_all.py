@@ -80,12 +80,12 @@ class Cli:
     executor: bool = False
 
 
-LLM_INPUTS = ("llm_validation.pipeline:check_inputs",)  # reads the training file and the models
+LLM_INPUTS = ("llm_validation.experiments.pipeline:check_inputs",)  # reads the training file and the models
 CLIS = [
     Cli("sims.sam_entropy", "sims.sam_entropy", args=("--no-plot",), bad=("--dim", "1"),
         huge=("--dim", "1000000000"), work="sims.sam_entropy:check_theorem"),
-    Cli("sims.sosd_toy", "sims.sosd_toy", args=("--steps", "3"), bad=("--n", "20", "--d", "4"),
-        huge=("--d", "1000000"), work="sims.sosd_toy:train", seeds="--seeds"),
+    Cli("sims.sosd.toy", "sims.sosd.toy", args=("--steps", "3"), bad=("--n", "20", "--d", "4"),
+        huge=("--d", "1000000"), work="sims.sosd.toy:train", seeds="--seeds"),
     Cli("theory", "theory.__main__", args=("--claim", "thm44_step1_monotone"),
         bad=("--claim", "no_such_claim"), work="theory.report:CLAIMS"),
     Cli("sims.linear_attention", "sims.linear_attention.__main__", out=("--out", "nc"),
@@ -123,30 +123,30 @@ CLIS = [
         bad=("--results", "{file}/sub"), work="figures.fig_sam_entropy:make",
         corrupt=(None, "sam_entropy/sam_entropy_quick.nc"), executor=True),
     *[Cli(f"llm_validation {step}", "llm_validation.__main__", (step,), ("--run-dir", "dir"),
-          bad=("--set", "no_such_key=1"), work="llm_validation.pipeline:stage_functions",
+          bad=("--set", "no_such_key=1"), work="llm_validation.experiments.pipeline:stage_functions",
           extra=("llm",), stubs=LLM_INPUTS) for step in LLM_STEPS],
     Cli("llm_validation finetune", "llm_validation.__main__", ("finetune",), ("--run-dir", "dir"),
-        bad=("--set", "no_such_key=1"), work="llm_validation.pipeline:run_finetune",
+        bad=("--set", "no_such_key=1"), work="llm_validation.experiments.pipeline:run_finetune",
         extra=("llm",), stubs=LLM_INPUTS),
     Cli("llm_validation run-all", "llm_validation.__main__", ("run-all",), ("--run-dir", "dir"),
-        bad=("--set", "no_such_key=1"), work="llm_validation.pipeline:run_all", extra=("llm",),
+        bad=("--set", "no_such_key=1"), work="llm_validation.experiments.pipeline:run_all", extra=("llm",),
         stubs=LLM_INPUTS),
     Cli("llm_validation show-config", "llm_validation.__main__", ("show-config",), None,
         bad=("--set", "no_such_key=1"), extra=("llm",)),
     Cli("llm_validation models", "llm_validation.__main__", ("models",), None, extra=("llm",)),
     Cli("llm_validation convert", "llm_validation.__main__", ("convert",), None,
         args=("smollm2",),
-        work="llm_validation.models:resolve_model", extra=("llm",),
-        stubs=("llm_validation.models:check_model_spec",)),
+        work="llm_validation.models.registry:resolve_model", extra=("llm",),
+        stubs=("llm_validation.models.registry:check_model_spec",)),
     Cli("llm_validation corpus", "llm_validation.__main__", ("corpus",),
         args=("--n-train", "20", "--n-test", "2"), bad=("--n-train", "-1"),
-        huge=("--n-train", "10000000000"), work="llm_validation.corpus:write_corpus",
+        huge=("--n-train", "10000000000"), work="llm_validation.data.corpus:write_corpus",
         extra=("llm",), seed="--seed"),
     Cli("llm_validation confirm", "llm_validation.__main__", ("confirm",),
-        bad=("--seeds", "x"), work="llm_validation.confirm:run_confirmation", extra=("llm",),
+        bad=("--seeds", "x"), work="llm_validation.experiments.confirm:run_confirmation", extra=("llm",),
         seeds="--seeds", executor=True),
     Cli("llm_validation demo", "llm_validation.__main__", ("demo",), args=("--size", "tiny"),
-        bad=("--size", "huge"), work="llm_validation.demo:run_demo", extra=("llm",)),
+        bad=("--size", "huge"), work="llm_validation.experiments.demo:run_demo", extra=("llm",)),
     *[Cli(name, module, prefix, args=("--size", "mini", "--stage", "preflight", "--no-emulate"),
           bad=("--deadline", "-1"), work="llm_validation.campaign.runner:run_campaign",
           extra=("llm",))
@@ -182,7 +182,7 @@ def _cases(case: str):
 
 def _main(cli: Cli):
     for extra in cli.extra:
-        from sims.extras import is_available
+        from sims.runtime.extras import is_available
 
         if not is_available(extra):
             pytest.skip(f"needs the `{extra}` extra")
@@ -534,7 +534,7 @@ def test_unusable_executors_are_refused_before_any_work(cli, tmp_path, monkeypat
                                                         no_slurm):  # fmt: skip
     """SLURM missing; no Dask scheduler at the address (issue 31 rows 4-5): checked at parsing."""
     pytest.importorskip("distributed", reason="needs the `cluster` extra")
-    from sims import executors
+    from sims.runtime import executors
 
     common = _isolate(cli, tmp_path, monkeypatch)
     _patch_work(cli, monkeypatch, _never)
@@ -574,7 +574,7 @@ def _plant_lock(target: Path, pid: int) -> Path:
     import json
     import platform
 
-    from sims.io import lock_path, process_start
+    from sims.runtime.io import lock_path, process_start
 
     lock = lock_path(target)
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -609,7 +609,7 @@ def test_a_second_run_into_the_same_output_is_refused(cli, tmp_path, monkeypatch
 @pytest.mark.parametrize("cli", _cases("relative"))
 def test_relative_outputs_are_taken_from_the_current_folder(cli, tmp_path, monkeypatch, capsys):
     """A relative --out resolves once, from the current folder (the demo joined it twice)."""
-    from sims.io import held_locks
+    from sims.runtime.io import held_locks
 
     monkeypatch.setenv("SBT_LOCK_DIR", str(tmp_path.parent / f"{tmp_path.name}-locks"))
     common = _isolate(cli, tmp_path, monkeypatch)
@@ -671,10 +671,10 @@ def test_benchmark_counts_are_typed():
     ok = {"positive_int", "non_negative_int", "positive_float", "Path", "str"}
     bare = [(p.name, flag, t) for p in _benchmarks() for flag, t in _benchmark_flags(p)
             if t not in ok]  # fmt: skip
-    assert not bare, f"use sims.cli.positive_int / non_negative_int / positive_float: {bare}"
+    assert not bare, f"use sims.runtime.cli.positive_int / non_negative_int / positive_float: {bare}"
     for p in _benchmarks():
         assert "ArgumentParser(" in p.read_text() and "argparse.ArgumentParser(" not in (
-            p.read_text()), f"{p.name}: parse with sims.cli.ArgumentParser"
+            p.read_text()), f"{p.name}: parse with sims.runtime.cli.ArgumentParser"
 
 
 def _load_benchmark(path: Path):
@@ -721,7 +721,7 @@ def _sam_entropy_estimate(argv):
 
 
 def _sosd_toy_estimate(argv):
-    import sims.sosd_toy as st
+    import sims.sosd.toy as st
 
     a = st.build_parser().parse_args(argv)
     return st.estimate(st.ToyConfig(n=a.n, d=a.d, steps=a.steps)).memory
@@ -740,7 +740,7 @@ def _markov_ode_estimate(argv):
 SIZES = [
     ("sims.sam_entropy", ["--no-cross-check", "--no-write", "--json", "--dim", "{n}"], 50, 250,
      _sam_entropy_estimate),
-    ("sims.sosd_toy", ["--d", "8", "--n", "4", "--steps", "{n}", "--out", "{tmp}"], 100, 1000,
+    ("sims.sosd.toy", ["--d", "8", "--n", "4", "--steps", "{n}", "--out", "{tmp}"], 100, 1000,
      _sosd_toy_estimate),
     ("sims.markov ode", ["ode", "--t-max", "10", "--T", "{n}"], 20, 200, _markov_ode_estimate),
 ]  # fmt: skip
@@ -848,7 +848,7 @@ def test_sigint_core_cli(tmp_path):
     ],
 )  # fmt: skip
 def test_sigint_jax_and_torch_clis(argv, marker, extra, tmp_path):
-    from sims.extras import is_available
+    from sims.runtime.extras import is_available
 
     if not is_available(extra):
         pytest.skip(f"needs the `{extra}` extra")
@@ -963,7 +963,7 @@ def test_an_executor_without_effect_is_noted(tmp_path, monkeypatch, capsys):
 
     import figures.fig_sam_entropy as fig
     from figures.__main__ import main
-    from sims.parallel import pmap
+    from sims.runtime.parallel import pmap
 
     monkeypatch.chdir(tmp_path)
     argv = ["--only", "sam_entropy", "--quick", "--out", "o", "--results", "r",

@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = [
-    "sims.entropy", "sims.scalar_odes", "sims.sam_entropy", "sims.io", "sims.extras", "sims.cli",
+    "sims.entropy", "sims.scalar_odes", "sims.sam_entropy", "sims.runtime.io", "sims.runtime.extras", "sims.runtime.cli",
     "theory.verify",
 ]  # fmt: skip
 

@@ -81,7 +81,7 @@ def test_the_scanner_sees_nested_relative_and_dynamic_imports(tmp_path):
         "        import importlib\n"
         "        return importlib.import_module('figures.fig01_linear_attention')\n"
         "try:\n"
-        "    import llm_validation.data as d\n"
+        "    import llm_validation.data.records as d\n"
         "except ImportError:\n"
         "    pass\n"
         "from .. import theory\n"  # sims.theory: a sibling module, not the layer
@@ -91,7 +91,7 @@ def test_the_scanner_sees_nested_relative_and_dynamic_imports(tmp_path):
     assert [f.split(" imports ")[1] for f in found] == [
         "theory.sam_saddle",
         "figures.fig01_linear_attention",
-        "llm_validation.data",
+        "llm_validation.data.records",
     ]
     assert imported_modules("from .. import theory\n", "sims.sub.mod", False) == [(1, "sims")]
 
@@ -211,19 +211,19 @@ def test_a_planted_circle_is_found(tmp_path):
     (pkg / "io.py").write_text("from .errors import UsageError\n")
     (pkg / "cli.py").write_text("from . import io\n")
     (pkg / "markov" / "__init__.py").write_text("")
-    (pkg / "markov" / "experiments.py").write_text("def f():\n    from sims.io import x\n")
+    (pkg / "markov" / "experiments.py").write_text("def f():\n    from sims.runtime.io import x\n")
     (pkg / "other.py").write_text("from sims.markov import experiments\n")
     graph = import_graph("sims", tmp_path)
-    assert graph["sims.cli"] == {"sims.io"} and graph["sims.other"] == {"sims.markov.experiments"}
+    assert graph["sims.runtime.cli"] == {"sims.runtime.io"} and graph["sims.other"] == {"sims.markov.experiments"}
     assert import_circles(graph) == []
     (pkg / "io.py").write_text("from .errors import UsageError\n")
     (pkg / "cli.py").write_text(
         "from . import io\ndef scale():\n    from sims.markov.experiments import scale\n"
     )
     (pkg / "io.py").write_text("from .cli import UsageError\n")
-    assert import_circles(import_graph("sims", tmp_path)) == [["sims.cli", "sims.io", "sims.cli"]]
+    assert import_circles(import_graph("sims", tmp_path)) == [["sims.runtime.cli", "sims.runtime.io", "sims.runtime.cli"]]
     (pkg / "io.py").write_text("from .errors import UsageError\n")
     (pkg / "markov" / "experiments.py").write_text("def f():\n    from ..cli import fail\n")
     assert import_circles(import_graph("sims", tmp_path)) == [
-        ["sims.cli", "sims.markov.experiments", "sims.cli"]
+        ["sims.runtime.cli", "sims.markov.experiments", "sims.runtime.cli"]
     ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from sims.cli import ArgumentParser, UsageError, display_path, run_cli
+from sims.runtime.cli import ArgumentParser, UsageError, display_path, run_cli
 
 from .report import ERROR, format_table, run_claims, write_report
 from .verify import set_exhaustive
@@ -62,7 +62,7 @@ def _main(argv: Sequence[str] | None) -> int:
             print(f"{name:46s} {c.reference}{flag}")
         return 0
     if not args.no_write:
-        from sims.io import ensure_writable
+        from sims.runtime.io import ensure_writable
 
         try:
             ensure_writable(args.out, kind="dir", arg="--out")

@@ -289,7 +289,7 @@ def to_payload(rows: Sequence[Row]) -> dict:
 
 def write_report(rows: Sequence[Row], out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``report.md`` and ``report.json`` (with provenance, atomically) into ``out_dir``."""
-    from sims.io import atomic_path, provenance, write_json
+    from sims.runtime.io import atomic_path, provenance, write_json
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

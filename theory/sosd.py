@@ -326,7 +326,7 @@ def check_lemma_a4(n_trials: int = 1000, seed: int = 3, sqrt_of: str = "min",
             negative control that must fail).
         with_toy: also check every step of a short GD run of the Sec. 4 model.
     """
-    from sims.spectral import lemma_a4_bound, sd_variation
+    from sims.sosd.spectral import lemma_a4_bound, sd_variation
 
     if sqrt_of not in ("min", "one"):
         raise ValueError(f"`sqrt_of` must be 'min' or 'one'; got {sqrt_of!r}.")
@@ -364,7 +364,7 @@ def check_lemma_a4(n_trials: int = 1000, seed: int = 3, sqrt_of: str = "min",
             adv, where = v, f"{m}×{n}"
     toy = ""
     if with_toy:
-        from sims.sosd_toy import ToyConfig, train
+        from sims.sosd.toy import ToyConfig, train
 
         ds = train(ToyConfig(n=8, d=12, classes=4, steps=200, seeds=(0, 1), eta=(0.5, 2.0)))
         r = ds.a4_ratio.isel(step=slice(0, -1)).values
@@ -373,7 +373,7 @@ def check_lemma_a4(n_trials: int = 1000, seed: int = 3, sqrt_of: str = "min",
         worst = max(worst, tw)
         toy = f"; every step of 4 GD runs of the Sec. 4 model (200 steps): max ratio {tw:.3g}"
     ok = record("sampled pairs within the bound", fails == 0)
-    ok &= record("sims.spectral agrees with the direct formulas", lib_mismatch == 0)
+    ok &= record("sims.sosd.spectral agrees with the direct formulas", lib_mismatch == 0)
     ok &= record("degenerate-spectrum family within the bound", fam[r_fam] <= 1 + SLACK)
     ok &= record("adversarial search within the bound", adv <= 1 + SLACK)
     return CheckResult(ok, max(worst, fam[r_fam], adv),
@@ -384,7 +384,7 @@ def check_lemma_a4(n_trials: int = 1000, seed: int = 3, sqrt_of: str = "min",
                        f"{fails} violations; max sampled ΔΣ/bound = {sampled:.3g}{toy}; "
                        f"degenerate-spectrum family: max {fam[r_fam]:.4f} at r = {r_fam} "
                        f"(√(r−1)/(1+√r)); adversarial search: max {adv:.4f} ({where}); "
-                       f"sims.spectral disagrees with the direct formulas on {lib_mismatch} of 20 "
+                       f"sims.sosd.spectral disagrees with the direct formulas on {lib_mismatch} of 20 "
                        "pairs")  # fmt: skip
 
 
@@ -710,13 +710,13 @@ def _claim_ht_printed() -> CheckResult:
        "+ 2 C_M C_V ln(c/q(0))))/(C_M C_V) (sufficient c: (1+√d)ηG/ε, or κ(1+√d)ηG/(√d ε)).",
        erratum=True, sizes="all")
 def _claim_ht_corrected() -> CheckResult:
-    from sims.sosd_toy import theorem45_hitting_times
+    from sims.sosd.toy import theorem45_hitting_times
 
     tv, tqk = stated(corrected_hitting_times(), "T_V, T_QK corrected")
     eq_v, eq_q = hitting_time_equations()
     r = is_zero(sp.Matrix([eq_v.subs(_t, tv), eq_q.subs(_t, tqk)]),
                 domain={_c: (1.5, 50.0), _q0: (0.01, 1.0)})  # fmt: skip
-    # the numeric implementation used by sims.sosd_toy agrees with the symbolic roots
+    # the numeric implementation used by sims.sosd.toy agrees with the symbolic roots
     rng = _rng(8)
     worst = 0.0
     f = sp.lambdify((_c, _q0, _v0, _CM, _CV), [tv, tqk], "numpy")
@@ -732,7 +732,7 @@ def _claim_ht_corrected() -> CheckResult:
                        "c > q(0) > 0, all constants positive; threshold on the Frobenius norm, "
                        "which must satisfy ||W||_F > c ⟹ tr Σ > c (see "
                        "sosd_thm45_frobenius_condition_corrected)", r.method,
-                       "roots of (55)/(76) hitting c; sims.sosd_toy.theorem45_hitting_times "
+                       "roots of (55)/(76) hitting c; sims.sosd.toy.theorem45_hitting_times "
                        f"matches the symbolic roots to {worst:.1e} (50 seeded points); printed "
                        "residual: the printed T_V in (55) hitting the paper's own threshold.",
                        printed_residual=printed)
@@ -816,7 +816,7 @@ def _claim_fro_corrected() -> CheckResult:
        why="the lower bound on ‖G^V‖ fails: zero gradient with a positive right-hand side at a "
            "balanced-label start.")
 def _claim_eq51() -> CheckResult:
-    from sims.sosd_toy import ToyConfig, loss_and_grads, make_problem
+    from sims.sosd.toy import ToyConfig, loss_and_grads, make_problem
 
     cfg = ToyConfig(n=6, d=8, classes=3, labels="balanced", steps=1)
     X, Y, WC, W = make_problem(cfg, 0, 0.0)  # W = 0: A = A_0 exactly
@@ -880,7 +880,7 @@ def _claim_eq67() -> CheckResult:
        why="the assumption fails on the paper's own model: GD shrinks the norms at many Phase I "
            "steps.")
 def _claim_41() -> CheckResult:
-    from sims.sosd_toy import ToyConfig, train
+    from sims.sosd.toy import ToyConfig, train
 
     ds = train(ToyConfig(steps=300, seeds=(0,)))
     fro = ds.frobenius.isel(run=0).values
@@ -979,7 +979,7 @@ def check_phase1_bound(prefactor: str = "corrected", steps: int = 60, seed: int 
         return sum(0.5 * np.linalg.norm(a @ w - b) ** 2 for a, w, b in zip(As, ws, Bs,
                                                                             strict=True))
 
-    from sims.spectral import sd_variation
+    from sims.sosd.spectral import sd_variation
 
     C0 = (1 + math.sqrt(d)) * eta
     P = stated(((1 - eta * beta / 2) / (C0**2 / eta) if prefactor == "corrected"
@@ -1037,7 +1037,7 @@ def _claim_eq109() -> CheckResult:
 
 def _random_instances(rng, count):
     """Sec. 4 models at O(1)–O(10) weights with labels = predictions (so ω_min > 0)."""
-    from sims.sosd_toy import forward
+    from sims.sosd.toy import forward
 
     for _ in range(count):
         n, d, C = int(rng.integers(2, 8)), int(rng.integers(2, 8)), int(rng.integers(2, 6))
@@ -1054,7 +1054,7 @@ def _random_instances(rng, count):
        "τ^Qτ^V e^{−ωτ^V}e^{−γτ^Qτ^K}, ||G^Q|| ≤ C_QK τ^Kτ^V e^{−ωτ^V}e^{−γτ^Qτ^K} (corrected "
        "(109): C_H = 2(C−1)||W_C||_F/√n).", sizes="n, d = 2..7, C = 2..5 (sampled)")
 def _claim_tails() -> CheckResult:
-    from sims.sosd_toy import loss_and_grads, margins
+    from sims.sosd.toy import loss_and_grads, margins
 
     rng = _rng(12)
     fails, worst, count = 0, 0.0, 0
@@ -1099,7 +1099,7 @@ def _claim_tails() -> CheckResult:
            "step (121) holds.",
        corrected_by="sosd_thm49_gradient_tail_bounds")
 def _claim_margin_norm() -> CheckResult:
-    from sims.sosd_toy import forward
+    from sims.sosd.toy import forward
 
     rng = _rng(13)
     d = 9

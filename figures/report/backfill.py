@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sims.io import git_info, to_jsonable
+from sims.runtime.io import git_info, to_jsonable
 
 from . import store
 from .reduce import reduce_dataset

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from sims.cli import ArgumentParser, display_path, run_cli
+from sims.runtime.cli import ArgumentParser, display_path, run_cli
 
 __all__ = ["SUBCOMMANDS", "run_subcommand"]
 
@@ -36,7 +36,7 @@ def _report(argv: Sequence[str] | None) -> int:
         help="write the tables only, without drawing the figures (seconds)",
     )
     args = parser.parse_args(argv)
-    from sims.io import ensure_writable
+    from sims.runtime.io import ensure_writable
 
     try:
         ensure_writable(args.out, kind="dir", arg="--out")
@@ -102,7 +102,7 @@ def _summaries(argv: Sequence[str] | None) -> int:
     unknown = [n for n in args.only or () if n != "theory" and n not in SOURCES]
     if unknown:
         parser.error(f"unknown source(s) {unknown}; known: theory, {', '.join(SOURCES)}")
-    from sims.io import ensure_writable
+    from sims.runtime.io import ensure_writable
 
     try:
         ensure_writable(args.out, kind="dir", arg="--out")
@@ -112,7 +112,7 @@ def _summaries(argv: Sequence[str] | None) -> int:
 
     status = write_summaries(args.results, root=args.out, only=args.only)
     n = sum(v == "written" for v in status.values())
-    from sims.io import atomic_path
+    from sims.runtime.io import atomic_path
 
     from . import findings_markdown
 

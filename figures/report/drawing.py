@@ -116,7 +116,7 @@ def _draw_job(job: tuple[str, str, str]) -> dict:
     name, out_dir, results_dir = job
     spec = discover()[name].FIGURE
     if not spec.available:
-        from sims.extras import EXTRAS
+        from sims.runtime.extras import EXTRAS
 
         return {
             "error": f"needs the `{spec.extra}` extra ({EXTRAS[spec.extra].install})",
@@ -146,7 +146,7 @@ def draw(
     raised (the page then says so in place of its image).
     """
     from figures import discover
-    from sims.parallel import pmap
+    from sims.runtime.parallel import pmap
 
     figs = discover()
     names = [n for n in names if n in figs and summarised(n, root)]

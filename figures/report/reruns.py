@@ -28,7 +28,7 @@ def seed_path(results_dir, fig: str, seed: int) -> Path:
 
 def run(results_dir, figs: Sequence[str], seeds: Sequence[int], *, progress=print) -> list[Path]:
     """Train every missing (figure, seed) run at the CPU scale and save it."""
-    from sims.io import provenance, write_netcdf
+    from sims.runtime.io import provenance, write_netcdf
     from sims.markov import experiments as X
     from sims.markov.train import train
 
@@ -47,8 +47,8 @@ def run(results_dir, figs: Sequence[str], seeds: Sequence[int], *, progress=prin
 
 def _main(argv: Sequence[str] | None) -> int:
     from figures import DEFAULT_RESULTS
-    from sims.cli import ArgumentParser, UsageError, display_path, seed_list
-    from sims.io import acquire_run_lock, ensure_writable
+    from sims.runtime.cli import ArgumentParser, UsageError, display_path, seed_list
+    from sims.runtime.io import acquire_run_lock, ensure_writable
 
     p = ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
     p.add_argument("--figs", nargs="+", choices=list(EXPERIMENTS), default=list(EXPERIMENTS),
@@ -73,7 +73,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line (bad arguments: one line, exit status 2, before any run; Ctrl-C: 130)."""
-    from sims.cli import run_cli
+    from sims.runtime.cli import run_cli
 
     return run_cli(_main, argv, prog=COMMAND)
 

@@ -667,13 +667,13 @@ def _sign(better: bool, metric: str) -> str:
 def margin(n, src="llm_confirm", metric="mean_loss") -> tuple[float, str]:
     """The equivalence margin of the no-effect claims on ``metric``.
 
-    Accuracy: :data:`llm_validation.confirm.ACCURACY_MARGIN` (1 point, under the paper's
+    Accuracy: :data:`llm_validation.experiments.confirm.ACCURACY_MARGIN` (1 point, under the paper's
     smallest FT+UP gain, +1.2 points, Table 2). Held-out loss (no paper number): half of
     |FT+UP − FT| (the paper's own no-effect numbers, Random − FT −0.3 / +0.1 points, are under
     a quarter of its main effect, +1.2 to +3.2 points; half is the more lenient reading).
     """
     if metric == "accuracy":
-        from llm_validation.confirm import ACCURACY_MARGIN
+        from llm_validation.experiments.confirm import ACCURACY_MARGIN
 
         return ACCURACY_MARGIN, (
             f"= {g(ACCURACY_MARGIN)} point, under the paper's smallest FT+UP gain (+1.2 points)"

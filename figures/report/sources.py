@@ -47,7 +47,7 @@ class Source:
 
 
 def _nc(results_dir: Path, rel: str):
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     return read_netcdf(Path(results_dir) / rel)
 
@@ -290,13 +290,13 @@ def paired_per_seed(pairs: dict, a: str, b: str, metric: str) -> list[float] | N
 def confirm_numbers(ds) -> dict:
     """The confirmation's paired differences, entropies and hard cluster, from its aggregate.
 
-    Uses :mod:`llm_validation.confirm`'s own metrics and intervals (``paired_ci``), so the page
-    and ``report.md`` agree. Pairs are ``"a-b"`` for :data:`llm_validation.confirm._PAIRS`
+    Uses :mod:`llm_validation.experiments.confirm`'s own metrics and intervals (``paired_ci``), so the page
+    and ``report.md`` agree. Pairs are ``"a-b"`` for :data:`llm_validation.experiments.confirm._PAIRS`
     (plus the ones against FT), each with ``accuracy`` and ``worst_accuracy`` (the worst
     held-out source's, points), ``mean_loss`` and ``worst_loss`` (nats/token):
     ``{mean, lo, hi, per_seed}``.
     """
-    from llm_validation import confirm as C
+    from llm_validation.experiments import confirm as C
 
     have = [str(v) for v in ds["variant"].values]
     metrics = {"accuracy": C._avg_accuracy}
@@ -603,7 +603,7 @@ def _markov_beyond(results_dir: Path) -> dict:
 
 
 def _sosd_bridge(results_dir: Path) -> dict:
-    from sims.spectral_bridge import alignment_table
+    from sims.sosd.bridge import alignment_table
 
     ds = _nc(results_dir, "sosd_bridge/la.nc")
     out: dict = {"n_runs": int(ds.sizes["run"]), "arms": [str(a) for a in ds.arm.values],

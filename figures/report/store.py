@@ -19,7 +19,7 @@ variable stores ``"sparse": {"index", "values"}`` instead: its finite entries on
 with more than :data:`PACK_ABOVE` values stores its list as ``{"packed": base64(zlib(JSON))}``,
 the same rounded values about three times smaller. Attributes are
 kept exactly as they are stored in the NetCDF file (the provenance stays a ``"json:..."``
-string), so a hydrated file reads back through :func:`sims.io.read_netcdf` unchanged.
+string), so a hydrated file reads back through :func:`sims.runtime.io.read_netcdf` unchanged.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from sims.io import atomic_path, to_jsonable
+from sims.runtime.io import atomic_path, to_jsonable
 
 __all__ = [
     "SUMMARY_DIR",

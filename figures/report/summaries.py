@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from sims.io import git_info, to_jsonable
+from sims.runtime.io import git_info, to_jsonable
 
 from . import store
 from .reduce import reduce_dataset

@@ -14,7 +14,7 @@ program:
   ``--work``; a rerun skips finished stages; ``--deadline`` stops before the tool's limit;
 * ``--rehearse``: every planned device command run here in a fresh copy of the tree with only
   what it carries, under the machine's limits (:mod:`.rehearse`); ``--size toy`` runs stages
-  here at toy size with the image's packages emulated (:mod:`llm_validation.carry`);
+  here at toy size with the image's packages emulated (:mod:`llm_validation.campaign.carry`);
 * ``--prepare-carry``: the wheels and the SmolLM2 GGUF in balanced, checksummed parts
   (:mod:`.device`);
 * ``--collect`` / ``--publish``: bring a GPU run's results back and into
@@ -189,14 +189,14 @@ def argparse_suppress():
 
 
 def _fail(msg: str):
-    from sims.cli import UsageError
+    from sims.runtime.cli import UsageError
 
     raise UsageError(msg)
 
 
 def _check(args) -> tuple[str, Path, Path]:
     """Validate the arguments before any work; return ``(size, out, work)``."""
-    from sims.io import ensure_writable
+    from sims.runtime.io import ensure_writable
 
     size = args.size
     out = Path(args.out or REPO / _DEFAULT_OUT[size]).absolute()  # the carried site's origin
@@ -338,7 +338,7 @@ def _rehearse(args) -> int:
 
 
 def _check_parts(carry_dir: Path) -> int:
-    from llm_validation import carry
+    from llm_validation.campaign import carry
 
     folder = carry_dir / "gguf"
     try:
@@ -355,8 +355,8 @@ def _check_parts(carry_dir: Path) -> int:
 
 
 def _run_stages(args, size: str, out: Path, work: Path, carry_dir: Path, t0: float) -> int:
-    from llm_validation import carry
-    from sims.extras import require
+    from llm_validation.campaign import carry
+    from sims.runtime.extras import require
 
     require("torch", "torch", "transformers", "peft", what=PROG)
 
@@ -385,7 +385,7 @@ def _stages_in_image(args, size, out, work, carry_dir, t0, emulate, activated) -
     """Build the context and run the stages (inside the image emulation, if any)."""
     import torch
 
-    from llm_validation import carry
+    from llm_validation.campaign import carry
     from llm_validation.campaign.runner import Context, pack, run_campaign, summary_table
     from llm_validation.campaign.stages import STAGES
 
@@ -433,7 +433,7 @@ def _stages_in_image(args, size, out, work, carry_dir, t0, emulate, activated) -
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m llm_validation.campaign``: parse, then :func:`run` (exit 2 on bad input)."""
-    from sims.cli import ArgumentParser, run_cli
+    from sims.runtime.cli import ArgumentParser, run_cli
 
     parser = ArgumentParser(prog=PROG, description=HELP)
     add_arguments(parser)

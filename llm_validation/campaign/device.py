@@ -23,7 +23,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from llm_validation import carry
+from llm_validation.campaign import carry
 from llm_validation.campaign import plan
 from llm_validation.campaign.plan import balanced_parts
 
@@ -137,7 +137,7 @@ def prepare_carry(
         What was prepared (wheel files, the manifest, part sizes, the tree's size).
 
     Raises:
-        llm_validation.carry.CarryError: for a failed download, a hash mismatch, or parts that
+        llm_validation.campaign.carry.CarryError: for a failed download, a hash mismatch, or parts that
             cannot fit beside the working tree.
     """
     from llm_validation.campaign.stages import SMOLLM2_GGUF
@@ -230,7 +230,7 @@ def device_plan(
     """The campaign's leases and device commands, with what each carries (measured here).
 
     Raises:
-        llm_validation.carry.CarryError: when a command would break the tool's limits.
+        llm_validation.campaign.carry.CarryError: when a command would break the tool's limits.
     """
     from llm_validation.campaign.stages import STAGES
 

@@ -8,7 +8,7 @@ One implementation of each measurement, used by ``benchmarks/bench_llm_throughpu
   SmolLM2-135M's configuration (same shapes, hence the same cost, as the pretrained model);
 * :func:`loss_recording_rate`, :func:`training_rate`, :func:`generation_rate`: the pipeline's
   hot loops (proxy loss recording, a fine-tuning step, greedy generation) on real code paths
-  (:func:`llm_validation.training.per_example_losses`, :func:`llm_validation.evaluate.generate`);
+  (:func:`llm_validation.train.trainer.per_example_losses`, :func:`llm_validation.evaluate.generation.generate`);
 * :func:`optimizer_step_cost` and :func:`optimizer_cost_table`: step time and peak memory of
   every optimizer of :func:`sims.optim.build_optimizer` on a :mod:`sims.lm` decoder, relative to
   AdamW (main paper Fig. 2: FSAM ~6x AdamW's time and ~2x its memory).
@@ -127,13 +127,13 @@ def random_causal_lm(config, *, device: str = "cpu", dtype: str = "float32", see
 def loss_recording_rate(
     model, records: Sequence[dict], *, pad_id: int, batch_tokens: int = 16384, warmup: int = 8
 ) -> dict[str, Any]:
-    """Examples/s of :func:`llm_validation.training.per_example_losses` (the proxy's hot loop).
+    """Examples/s of :func:`llm_validation.train.trainer.per_example_losses` (the proxy's hot loop).
 
     Returns:
         Counts, wall and CPU seconds, ``examples_per_s``, ``tokens_per_s``, ``gflops`` (at
         ``2 N`` FLOPs per token, ``N`` the parameter count) and the mean per-example loss.
     """
-    from llm_validation.training import per_example_losses
+    from llm_validation.train.trainer import per_example_losses
 
     device = next(model.parameters()).device
     n_params = sum(p.numel() for p in model.parameters())
@@ -174,7 +174,7 @@ def training_rate(
     """
     import torch
 
-    from llm_validation.training import collate
+    from llm_validation.train.trainer import collate
 
     if len(records) < batch_size:
         raise ValueError(f"`records` ({len(records)}) must hold at least one batch ({batch_size}).")
@@ -213,12 +213,12 @@ def training_rate(
 def generation_rate(
     model, tokenizer, prompts: Sequence[str], *, new_tokens: int = 256, batch_size: int = 32
 ) -> dict[str, Any]:
-    """Problems/s of greedy generation (:func:`llm_validation.evaluate.generate`, no stop strings).
+    """Problems/s of greedy generation (:func:`llm_validation.evaluate.generation.generate`, no stop strings).
 
     A randomly initialised model almost never emits EOS, so every problem gets ``new_tokens``
     tokens: the worst case of the evaluation loop.
     """
-    from llm_validation.evaluate import GenerationStats, generate
+    from llm_validation.evaluate.generation import GenerationStats, generate
 
     generate(model, tokenizer, list(prompts[:2]), max_new_tokens=4, batch_size=2)  # warm-up
     stats = GenerationStats()

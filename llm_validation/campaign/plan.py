@@ -26,7 +26,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from llm_validation import carry
+from llm_validation.campaign import carry
 
 __all__ = [
     "LEASE_SECONDS",
@@ -58,7 +58,7 @@ MARGIN = 3 * carry.MIB
 #: What comes back from every command: the campaign's pack and its log, at ``$OUT``'s top.
 RETURNS = ("summary.json", "campaign-results.tar.gz", "campaign.log")
 #: Sizes used before ``--prepare-carry`` has run (measured 2026-11-27): the six wheels of
-#: :data:`llm_validation.carry.WHEELS` for the image, SmolLM2-135M-Instruct Q4_1, its tokenizer.
+#: :data:`llm_validation.campaign.carry.WHEELS` for the image, SmolLM2-135M-Instruct Q4_1, its tokenizer.
 EST_WHEELS = 12_729_000
 EST_GGUF = 98_360_000
 EST_TOKENIZER = 3_700_000
@@ -145,7 +145,7 @@ def balanced_parts(
         The parts' sizes in bytes, one per command.
 
     Raises:
-        llm_validation.carry.CarryError: when the tree leaves no room for a 1 MiB part.
+        llm_validation.campaign.carry.CarryError: when the tree leaves no room for a 1 MiB part.
     """
     room = limit - tree - MARGIN
     if room - max(first_extra, last_extra) < carry.MIB:
@@ -205,7 +205,7 @@ def plan_leases(
         timeout_s: each command's ``timeout_s``.
 
     Raises:
-        llm_validation.carry.CarryError: when a stage fits no lease or a command breaks a limit
+        llm_validation.campaign.carry.CarryError: when a stage fits no lease or a command breaks a limit
             (64 MiB, 8 carry paths, 2,000 characters).
     """
     gate = [s for s in stages if s.gate]

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sims.io import atomic_path, provenance, read_json, to_jsonable, write_json
+from sims.runtime.io import atomic_path, provenance, read_json, to_jsonable, write_json
 
 __all__ = [
     "SCHEMA",

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_validation import carry
+from llm_validation.campaign import carry
 from llm_validation.campaign.runner import Context, StageSpec
 
 __all__ = ["STAGES", "SMOLLM2_GGUF", "stage_names", "smollm2_gguf", "target"]
@@ -62,13 +62,13 @@ def target(name: str, value: float, op: str, goal: float, unit: str = "") -> dic
 
 
 def _write_json(path: Path, payload: dict) -> None:
-    from sims.io import write_json
+    from sims.runtime.io import write_json
 
     write_json(path, payload)
 
 
 def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
-    from sims.io import atomic_path
+    from sims.runtime.io import atomic_path
 
     with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
@@ -85,7 +85,7 @@ PREFLIGHT_SIZES = {
     "mini": dict(
         matmul_n=128,
         matmul_reps=2,
-        modules=["sims.io", "llm_validation.carry", "llm_validation.scoring"],
+        modules=["sims.runtime.io", "llm_validation.campaign.carry", "llm_validation.evaluate.scoring"],
     ),
 }
 
@@ -94,12 +94,12 @@ def import_check(modules, *, emulate: bool, allowed=(), timeout: float = 300) ->
     """Import ``modules`` (``"all"``: every module of the four packages) in a fresh interpreter.
 
     With ``emulate``, only the image's packages and the folders in ``allowed`` are importable
-    (:func:`llm_validation.carry.emulate_image`). Returns ``{module: error}`` for the failures.
+    (:func:`llm_validation.campaign.carry.emulate_image`). Returns ``{module: error}`` for the failures.
     """
     spec = json.dumps(
         {"modules": modules, "emulate": emulate, "allowed": [str(a) for a in allowed]}
     )
-    code = "import llm_validation.carry as c; c.import_check_main()"
+    code = "import llm_validation.campaign.carry as c; c.import_check_main()"
     env = {
         **os.environ,
         "SBT_IMPORT_CHECK": spec,
@@ -182,8 +182,8 @@ def _functional_checks(work: Path) -> dict[str, Any]:
     """The carried packages doing their job: math-verify's equivalence, NetCDF's int64."""
     import xarray as xr
 
-    from llm_validation.scoring import is_correct
-    from sims.io import read_netcdf, write_netcdf
+    from llm_validation.evaluate.scoring import is_correct
+    from sims.runtime.io import read_netcdf, write_netcdf
 
     out: dict[str, Any] = {}
     # MATH answers: the strings differ, only math-verify proves 1/2 = 0.5 (and refutes 1/3)
@@ -210,7 +210,7 @@ def preflight(ctx: Context) -> dict:
     1e-2 (expected ~2e-3: bfloat16 rounding of the output).
     """
     from llm_validation.campaign.measure import matmul_check
-    from sims.io import package_versions
+    from sims.runtime.io import package_versions
 
     sz = PREFLIGHT_SIZES[ctx.size]
     figs: dict[str, Any] = {
@@ -347,7 +347,7 @@ def _tokenizer(ctx: Context, texts: list[str], vocab: int):
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         return tok, "smollm2 (carried)"
-    from llm_validation.tiny import train_tokenizer
+    from llm_validation.models.tiny import train_tokenizer
 
     return train_tokenizer(texts[:4000], vocab_size=vocab), f"local BPE ({vocab} tokens)"
 
@@ -388,7 +388,7 @@ def throughput(ctx: Context) -> dict:
 
     * A randomly initialised decoder with SmolLM2-135M's configuration (bf16 on the GPU) reads
       ``n_loss`` generated MathInstruct-format examples (<= 512 tokens) once through
-      :func:`llm_validation.training.per_example_losses`; a trajectory of 20,000 examples with
+      :func:`llm_validation.train.trainer.per_example_losses`; a trajectory of 20,000 examples with
       5 checkpoints is 100,000 such forwards, so the target is 5 x 20,000 / rate <= 300 s.
       The stricter figure adds one epoch of training (forward, backward, AdamW) over the
       20,000 examples. The mean loss of a random model is ln V plus about half the logits'
@@ -404,8 +404,8 @@ def throughput(ctx: Context) -> dict:
     import torch
 
     from llm_validation.campaign import measure as M
-    from llm_validation.corpus import generate_benchmarks, generate_corpus
-    from llm_validation.data import Example, format_prompt, tokenize_examples
+    from llm_validation.data.corpus import generate_benchmarks, generate_corpus
+    from llm_validation.data.records import Example, format_prompt, tokenize_examples
 
     sz = THROUGHPUT_SIZES[ctx.size]
     sd = ctx.stage_dir("throughput")
@@ -675,7 +675,7 @@ def smollm2_gguf(ctx: Context) -> Path:
     """The SmolLM2 GGUF on this machine: assembled from the carried parts (verified), or found.
 
     Raises:
-        llm_validation.carry.CarryError: naming the missing or corrupt parts.
+        llm_validation.campaign.carry.CarryError: naming the missing or corrupt parts.
     """
     dest = ctx.work / "models" / SMOLLM2_GGUF
     parts = ctx.carry_dir / "gguf"
@@ -692,22 +692,22 @@ def smollm2_gguf(ctx: Context) -> Path:
 #: The confirmation's conditions (issue 29's accuracy design): FT, FT+UP, FT for FT+UP's steps
 #: (``ft_matched``: "upsampling helps" apart from "training longer helps"), random and easy.
 CONFIRM_VARIANTS = ("ft", "ft_up", "ft_matched", "random", "easy")
-#: The from-scratch GPU scale of :data:`llm_validation.confirm.SCALES`.
+#: The from-scratch GPU scale of :data:`llm_validation.experiments.confirm.SCALES`.
 GPU_SCRATCH_SCALE = "gpu-scratch"
 
 
 def confirm_config(ctx: Context, model: str, spec: str | None = None):
-    """The confirmation's :class:`~llm_validation.confirm.ConfirmConfig` at ``ctx.size``.
+    """The confirmation's :class:`~llm_validation.experiments.confirm.ConfirmConfig` at ``ctx.size``.
 
     * ``gpu`` + ``smollm2``: the ``gpu`` scale with SmolLM2-135M-Instruct (the only real model
       that can be carried) as target and proxy (proxy = target, the paper's Fig. 4a setting),
       LoRA r=128, 2000 fine-tuning problems, 100 per benchmark, 300 held-out problems.
-    * ``gpu`` + ``scratch``: :mod:`llm_validation.confirm`'s ``gpu-scratch`` scale (from-scratch
+    * ``gpu`` + ``scratch``: :mod:`llm_validation.experiments.confirm`'s ``gpu-scratch`` scale (from-scratch
       models sized for an H100, nothing carried).
     * ``toy`` / ``mini``: the ``quick`` scale (three seeds / one seed).
     Variants: :data:`CONFIRM_VARIANTS` (``mini``: FT, FT+UP); 3 seeds (``mini``: one).
     """
-    from llm_validation.confirm import SCALES
+    from llm_validation.experiments.confirm import SCALES
 
     five = CONFIRM_VARIANTS
     if ctx.size == "gpu" and model == "smollm2":
@@ -803,9 +803,9 @@ def _smollm2_cpu_check(ctx: Context, gguf: Path) -> dict[str, Any]:
     """
     import torch
 
-    from llm_validation.data import format_prompt
-    from llm_validation.evaluate import generate
-    from llm_validation.models import load_model, resolve_model
+    from llm_validation.data.records import format_prompt
+    from llm_validation.evaluate.generation import generate
+    from llm_validation.models.registry import load_model, resolve_model
 
     t0 = time.perf_counter()
     folder = resolve_model(gguf, cache_dir=ctx.work / "models" / "hf", progress=not ctx.quiet)
@@ -828,7 +828,7 @@ def _smollm2_cpu_check(ctx: Context, gguf: Path) -> dict[str, Any]:
 
 def _run_and_summarize(ctx: Context, stage: str, cfg, figs: dict) -> dict:
     """Run ``cfg``'s confirmation; write ``accuracy.csv``, ``heldout.csv``, ``<stage>.json``."""
-    from llm_validation.confirm import paired_ci, run_confirmation
+    from llm_validation.experiments.confirm import paired_ci, run_confirmation
 
     wd = ctx.work_dir(stage)
     figs.update(
@@ -909,11 +909,11 @@ def confirm(ctx: Context) -> dict:
     Needs nothing carried but the wheels: the models are built and pre-trained on the
     generated corpus within the stage (:func:`confirm_config`, ``scratch``), so the first
     lease returns a 3-seed accuracy and held-out loss result even when the GGUF cannot be
-    carried. Runs :func:`llm_validation.confirm.run_confirmation`.
+    carried. Runs :func:`llm_validation.experiments.confirm.run_confirmation`.
     """
     figs: dict[str, Any] = {"model": "scratch"}
     if ctx.size == "gpu":
-        figs["config_source"] = f"llm_validation.confirm.SCALES[{GPU_SCRATCH_SCALE!r}]"
+        figs["config_source"] = f"llm_validation.experiments.confirm.SCALES[{GPU_SCRATCH_SCALE!r}]"
     figs = _run_and_summarize(ctx, "confirm", confirm_config(ctx, "scratch"), figs)
     return {"figures": figs}
 
@@ -960,7 +960,7 @@ def confirm_smollm2(ctx: Context) -> dict:
                 f"{chk['ln_vocab']:.2f}): broken conversion",
             }
         return {"figures": figs, "message": figs["rehearsal_only"]}
-    from llm_validation.models import resolve_model
+    from llm_validation.models.registry import resolve_model
 
     gguf = smollm2_gguf(ctx)  # CarryError naming the missing parts: the stage fails
     spec = str(resolve_model(gguf, cache_dir=ctx.work / "models" / "hf", progress=not ctx.quiet))
@@ -986,15 +986,15 @@ SOSD_SECONDS = 510
 
 
 def sosd(ctx: Context) -> dict:
-    """Seed 002's LM runs (:data:`sims.spectral_bridge.LM_EXPERIMENTS`) at their GPU configuration.
+    """Seed 002's LM runs (:data:`sims.sosd.bridge.LM_EXPERIMENTS`) at their GPU configuration.
 
-    Runs the (name, seed) runs (:func:`sims.spectral_bridge.lm_sosd_runs`) on the campaign's
+    Runs the (name, seed) runs (:func:`sims.sosd.bridge.lm_sosd_runs`) on the campaign's
     device (``cuda`` at the GPU size, the CPU in rehearsals) in priority order until the stage's
     time is up (each finished run is kept; a rerun continues), and copies each run's summary
     (onset, loss knee, ΔΣ levels, final validation loss) into the stage folder.
     """
-    from sims.io import read_json
-    from sims.spectral_bridge import lm_sosd_dir, lm_sosd_runs
+    from sims.runtime.io import read_json
+    from sims.sosd.bridge import lm_sosd_dir, lm_sosd_runs
 
     sz = SOSD_SIZES[ctx.size]
     wd = ctx.work_dir("sosd") / "results"
@@ -1065,7 +1065,7 @@ STAGES = (
         "x 3 seeds (accuracy and held-out loss); nothing carried but the wheels",
         510,
         "wheels (math-verify); nothing else: models pre-trained on the generated corpus here",
-        "llm_validation.confirm's gpu-scratch scale (its sizing, not run): pre-training of a "
+        "llm_validation.experiments.confirm's gpu-scratch scale (its sizing, not run): pre-training of a "
         "~27M-parameter target (width 512, 8 layers) and a ~1M proxy on 60,000 generated "
         "problems, 3 proxy runs, 15 fine-tunes + evaluations, 4 processes sharing the GPU; "
         "resumes from its job store while the machine is warm",

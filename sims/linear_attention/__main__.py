@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from sims.cli import (
+from sims.runtime.cli import (
     ArgumentParser,
     Estimate,
     UsageError,
@@ -224,7 +224,7 @@ def _product_parser(command: str) -> ArgumentParser:
 
 
 def _run_product(command: str, argv) -> int:
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     from . import products
 
@@ -348,7 +348,7 @@ def _train(argv) -> int:
         if args.data == "wishart" and args.anchor_preprocessing:
             raise ValueError("`--anchor-preprocessing` needs explicit tokens; add `--data tokens`.")
         if args.out is not None:
-            from sims.io import ensure_writable
+            from sims.runtime.io import ensure_writable
 
             ensure_writable(args.out, kind="file", arg="--out", suffix=".nc")
         check_resources(estimate(cfg), prog=PROG, progress=not args.no_progress)
@@ -359,7 +359,7 @@ def _train(argv) -> int:
     except KeyboardInterrupt:
         raise KeyboardInterrupt("interrupted before any result was written") from None
     if args.out is not None:  # first: a computed result is never lost to a display error
-        from sims.io import provenance, write_netcdf
+        from sims.runtime.io import provenance, write_netcdf
 
         meta = provenance(config=dataclasses.asdict(cfg), seed=cfg.seed, status=ds.attrs["status"])
         write_netcdf(args.out, ds, meta=meta)
@@ -387,7 +387,7 @@ def _train(argv) -> int:
 
 
 def _main(argv) -> int:
-    from sims.extras import exit_on_missing_extra, require
+    from sims.runtime.extras import exit_on_missing_extra, require
 
     argv = list(sys.argv[1:] if argv is None else argv)
     with exit_on_missing_extra(PROG):
@@ -404,7 +404,7 @@ def main(argv=None) -> int:
     """Parse ``argv`` and run; returns the exit status.
 
     Usage errors (and a missing ``jax`` extra) print one line and raise ``SystemExit(2)``;
-    Ctrl-C raises ``SystemExit(130)`` (:func:`sims.cli.run_cli`).
+    Ctrl-C raises ``SystemExit(130)`` (:func:`sims.runtime.cli.run_cli`).
     """
     return run_cli(_main, argv, prog=PROG)
 

@@ -2,7 +2,7 @@
 
 Each function takes saved result Datasets and a path, draws a figure that reads without its
 caption (axis labels with meaning and units, legends, a suptitle with the configuration) and
-saves it with :func:`sims.plotting.save_figure`.
+saves it with :func:`sims.runtime.plotting.save_figure`.
 
 * :func:`plot_figure1` — the paper's Figure 1 at its horizon (top row, unchanged setting) and
   at the long horizon where every run learns every feature (bottom row).
@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from sims.plotting import save_figure
+from sims.runtime.plotting import save_figure
 
 __all__ = [
     "LABELS",

@@ -77,7 +77,7 @@ def ensure_figure1(results_dir, *, quick: bool = False, recompute: bool = False,
     if path.exists() and not recompute and config is None:
         return path
     _jax()
-    from sims.io import provenance, write_netcdf
+    from sims.runtime.io import provenance, write_netcdf
 
     from .experiment import run_figure1, summarize
 
@@ -97,7 +97,7 @@ def ensure_mechanism(results_dir, *, quick: bool = False, recompute: bool = Fals
     if ana.exists() and esc.exists() and not recompute:
         return ana, esc
     _jax()
-    from sims.io import provenance, read_netcdf, write_netcdf
+    from sims.runtime.io import provenance, read_netcdf, write_netcdf
 
     from .mechanism import EscapeConfig, analyze, escape_experiment
 
@@ -115,7 +115,7 @@ def ensure_study(results_dir, *, quick: bool = False, recompute: bool = False,
     if path.exists() and not recompute:
         return path
     _jax()
-    from sims.io import provenance, write_netcdf
+    from sims.runtime.io import provenance, write_netcdf
 
     from .experiment import Figure1Config
     from .study import StudyConfig, run_upsampling_study, summarize_study
@@ -135,7 +135,7 @@ def ensure_theory_vs_sim(results_dir, *, quick: bool = False, recompute: bool = 
     if path.exists() and not recompute:
         return path
     _jax()
-    from sims.io import provenance, write_netcdf
+    from sims.runtime.io import provenance, write_netcdf
 
     from .theory import TheoryConfig, theory_vs_sim
 
@@ -150,7 +150,7 @@ def _png(out_dir, name: str, quick: bool) -> Path:
 def render_figure1(out_dir, *, results_dir, quick: bool = False, recompute: bool = False,
                    progress: bool = False) -> list[Path]:  # fmt: skip
     """Figure 1 (both horizons)."""
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     from .plotting import plot_figure1
 
@@ -164,7 +164,7 @@ def render_figure1(out_dir, *, results_dir, quick: bool = False, recompute: bool
 def render_horizon(out_dir, *, results_dir, quick: bool = False, recompute: bool = False,
                    progress: bool = False) -> list[Path]:  # fmt: skip
     """Test loss against the horizon (where the paper's ordering holds)."""
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     from .plotting import plot_horizon
 
@@ -178,7 +178,7 @@ def render_horizon(out_dir, *, results_dir, quick: bool = False, recompute: bool
 def render_mechanism(out_dir, *, results_dir, quick: bool = False, recompute: bool = False,
                      progress: bool = False) -> list[Path]:  # fmt: skip
     """The SAM-mechanism figure."""
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     from .plotting import plot_mechanism
 
@@ -192,7 +192,7 @@ def render_mechanism(out_dir, *, results_dir, quick: bool = False, recompute: bo
 def render_upsampling(out_dir, *, results_dir, quick: bool = False, recompute: bool = False,
                       progress: bool = False) -> list[Path]:  # fmt: skip
     """The upsampling-study figure."""
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     from .plotting import plot_upsampling
 
@@ -206,7 +206,7 @@ def render_upsampling(out_dir, *, results_dir, quick: bool = False, recompute: b
 def render_theory_vs_sim(out_dir, *, results_dir, quick: bool = False,
                          recompute: bool = False) -> list[Path]:  # fmt: skip
     """Learning times on the ansatz vs the Theorem 4.2 ODEs."""
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     from .plotting import plot_theory_vs_sim
 

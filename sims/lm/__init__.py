@@ -44,7 +44,7 @@ Training (:mod:`sims.lm.train`): :class:`LMTrainConfig` (frozen, validated; ``to
 * non-finite gradients: ``nonfinite="raise"`` stops with a clear error (nothing updated) or
   ``"skip"`` skips the step (``history.attrs["skipped_steps"]``);
 * every result carries ``attrs["config"]`` and ``attrs["meta"]`` (provenance: seed, package
-  versions, git commit); write it with :func:`sims.io.write_netcdf`.
+  versions, git commit); write it with :func:`sims.runtime.io.write_netcdf`.
 
 CPU cost of the default config (0.1M parameters, batch 16 × 64 tokens, V = 256, one thread):
 0.1 s per AdamW step and 0.23 s per FSAM step measured on a 2-core machine under heavy load
@@ -57,7 +57,7 @@ Examples:
     (True, [0, 3])
 """
 
-from sims.extras import require
+from sims.runtime.extras import require
 
 require("torch", "torch", what="sims.lm")
 

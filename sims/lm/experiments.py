@@ -6,8 +6,8 @@ Tables 4/6: the sharpness of the final models.
 Each function takes a :class:`SAMStudy` (the shared run: model, corpus, steps, lr, ...) and
 returns an ``xr.Dataset`` with named dims (``optimizer``, ``seed``, ``rho``, ``step``; not
 ``method``, which ``Dataset.sel`` takes as its own keyword) and the study
-config in ``attrs``. Runs are independent jobs for :func:`sims.parallel.pmap` (a
-:class:`~sims.parallel.JobStore` keeps finished ones, so an interrupted sweep resumes), and the
+config in ``attrs``. Runs are independent jobs for :func:`sims.runtime.parallel.pmap` (a
+:class:`~sims.runtime.parallel.JobStore` keeps finished ones, so an interrupted sweep resumes), and the
 final weights of the Table 1 runs are saved for :func:`final_sharpness`.
 
 Every method of a seed starts from the same initialization and sees the same batches in the same
@@ -137,14 +137,14 @@ def _model_path(model_dir: str | None, method: str, rho: float | None, seed: int
 
 
 def run_method(job: tuple[dict[str, Any], str, float | None, int, str | None]):
-    """One training run (a :func:`sims.parallel.pmap` job), returning its history.
+    """One training run (a :func:`sims.runtime.parallel.pmap` job), returning its history.
 
     ``job = (config dict, method, rho, seed, model_dir)``; the final weights are saved under
     ``model_dir`` (when not None).
     """
     import torch
 
-    from sims.io import atomic_path
+    from sims.runtime.io import atomic_path
 
     from .train import train_lm
 
@@ -181,7 +181,7 @@ def table1(
     """
     import xarray as xr
 
-    from sims.parallel import pmap
+    from sims.runtime.parallel import pmap
 
     jobs = _jobs(study, study.methods, study.seeds, {}, model_dir)
     hs = pmap(run_method, jobs, workers=workers, desc="table1", store=store)
@@ -218,7 +218,7 @@ def rho_sweep(
     """
     import xarray as xr
 
-    from sims.parallel import pmap
+    from sims.runtime.parallel import pmap
 
     items = [(m, r) for m in methods for r in rhos]
     jobs = [(study.config(m, seed=seed, rho=r).to_dict(), m, r, seed, None) for m, r in items]
@@ -326,7 +326,7 @@ def tau_along_training(
     """
     import xarray as xr
 
-    from sims.parallel import pmap
+    from sims.runtime.parallel import pmap
 
     seeds = study.seeds if seeds is None else tuple(seeds)
     jobs = [(study.config(m, seed=s).to_dict(), m, s, study.tau_every, study.probe_sequences)
@@ -372,7 +372,7 @@ def final_sharpness(study: SAMStudy = DEFAULT_STUDY, *, model_dir: str, workers:
     """
     import xarray as xr
 
-    from sims.parallel import pmap
+    from sims.runtime.parallel import pmap
 
     jobs, keys = [], []
     for m in study.methods:
@@ -406,12 +406,12 @@ def result_path(results_dir, name: str, *, quick: bool = False) -> Path:
 def run_or_load(path: Path, compute, *, recompute: bool = False, config=None, store_dir=None):
     """Load the NetCDF result at ``path``, or compute it (with provenance) and save it first.
 
-    ``compute(store)`` gets a :class:`~sims.parallel.JobStore` under ``store_dir`` (finished
+    ``compute(store)`` gets a :class:`~sims.runtime.parallel.JobStore` under ``store_dir`` (finished
     runs survive an interruption); it is cleared once the result is written (and first, on
     ``recompute``).
     """
-    from sims.io import provenance, read_netcdf, write_netcdf
-    from sims.parallel import JobStore
+    from sims.runtime.io import provenance, read_netcdf, write_netcdf
+    from sims.runtime.parallel import JobStore
 
     path = Path(path)
     if path.exists() and not recompute:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from sims.devices import check_device
+from sims.runtime.devices import check_device
 from sims.optim import SAMFamily, build_optimizer
 from sims.optim.factory import OPTIMIZERS, SAM_FAMILY
 from sims.optim.torch_sam import NonFiniteGradientError, global_norm
@@ -301,7 +301,7 @@ def _load_checkpoint(path: Path, config: LMTrainConfig) -> dict[str, Any] | None
 
 
 def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    from sims.io import atomic_path
+    from sims.runtime.io import atomic_path
 
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
@@ -310,7 +310,7 @@ def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 def _history_dataset(config, hist, evals, cb, *, status, message, n_params, corpus, skipped):
     import xarray as xr
 
-    from sims.io import provenance
+    from sims.runtime.io import provenance
 
     steps = np.arange(1, len(hist["train_loss"]) + 1)
     data = {k: ("step", np.asarray(v, dtype=np.float64)) for k, v in hist.items() if v}
@@ -375,7 +375,7 @@ def train_lm(
         raise TypeError(f"`callback` must be callable; got {type(callback).__name__}.")
     ckpt = None
     if checkpoint is not None:
-        from sims.io import ensure_writable
+        from sims.runtime.io import ensure_writable
 
         ckpt = ensure_writable(checkpoint, kind="file", arg="checkpoint")
     corpus = corpus if corpus is not None else make_corpus(config.corpus)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sims.cli import ArgumentParser, Estimate, UsageError, check_resources, run_cli, seed
+from sims.runtime.cli import ArgumentParser, Estimate, UsageError, check_resources, run_cli, seed
 
 __all__ = ["main", "build_parser"]
 
@@ -202,7 +202,7 @@ def train_estimate(exp) -> Estimate:
 
 
 def _ode(a) -> int:
-    from sims.io import ensure_writable, provenance, write_netcdf
+    from sims.runtime.io import ensure_writable, provenance, write_netcdf
     from sims.markov.tensor_dynamics import FlowConfig, count_stages, solve_flow, stage_times
 
     try:
@@ -264,8 +264,8 @@ def _train_config(a):
 
 
 def _train(a) -> int:
-    from sims.extras import exit_on_missing_extra
-    from sims.io import ensure_writable, provenance, write_netcdf
+    from sims.runtime.extras import exit_on_missing_extra
+    from sims.runtime.io import ensure_writable, provenance, write_netcdf
 
     with exit_on_missing_extra(f"{PROG} train"):
         from sims.markov.train import (
@@ -332,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (1 if training diverged).
 
     Usage errors raise ``SystemExit(2)`` after one line on stderr, Ctrl-C ``SystemExit(130)``
-    (:func:`sims.cli.run_cli`).
+    (:func:`sims.runtime.cli.run_cli`).
     """
     return run_cli(_main, argv, prog=PROG)
 

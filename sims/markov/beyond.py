@@ -49,7 +49,7 @@ def entropies(times) -> tuple[float, float]:
 def _ode_stage_times(job: tuple) -> np.ndarray:
     """Stage times of one discrete GD/SAM run on the tensor loss.
 
-    A :func:`~sims.parallel.pmap` job: ``(rho, seed, lr, steps, T, init_std, record_every)``.
+    A :func:`~sims.runtime.parallel.pmap` job: ``(rho, seed, lr, steps, T, init_std, record_every)``.
     """
     rho, seed, lr, steps, T, init_std, record_every = job
     cfg = FlowConfig(T=T, init_std=init_std, seed=seed)
@@ -64,14 +64,14 @@ def ode_uniformity(rhos=(0.0, 0.01, 0.05, 0.2), seeds=range(5), *, lr: float = 0
     """Stage times and entropies of discrete GD (``rho = 0``) and SAM on the tensor loss.
 
     The ``(rho, seed)`` runs are independent and run in ``workers`` processes
-    (:func:`sims.parallel.pmap`; ``None``: all cores).
+    (:func:`sims.runtime.parallel.pmap`; ``None``: all cores).
 
     Returns an ``xarray.Dataset`` with ``stage_time (rho, seed, stage)``, ``entropy_times`` and
     ``entropy_durations`` ``(rho, seed)``.
     """
     import xarray as xr
 
-    from sims.parallel import pmap
+    from sims.runtime.parallel import pmap
 
     rhos, seeds = list(rhos), list(seeds)
     jobs = [(r, s, lr, steps, T, init_std, record_every) for r in rhos for s in seeds]
@@ -200,7 +200,7 @@ def minimal_uniformity(exp, *, sam_rho: float | tuple[float, ...] = 0.05, factor
 
 
 def _uniformity_job(job: tuple):
-    """One seed of :func:`minimal_uniformity_seeds` (a :func:`~sims.parallel.pmap` job)."""
+    """One seed of :func:`minimal_uniformity_seeds` (a :func:`~sims.runtime.parallel.pmap` job)."""
     exp, kw = job
     return minimal_uniformity(exp, **kw)[0]
 
@@ -212,7 +212,7 @@ def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
                              store=None, device: str = "cpu"):  # fmt: skip
     """:func:`minimal_uniformity` over ``seeds``, in parallel, with paired entropy gains.
 
-    ``store``: an optional :class:`sims.parallel.JobStore` that keeps finished seeds (resume).
+    ``store``: an optional :class:`sims.runtime.parallel.JobStore` that keeps finished seeds (resume).
 
     Each seed redraws everything (:func:`reseed`: the chain's A*, the datasets, the init, the batch
     order and the selection seed); within a seed the four runs share data and init, so the
@@ -226,7 +226,7 @@ def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
     """
     import xarray as xr
 
-    from sims.parallel import pmap
+    from sims.runtime.parallel import pmap
 
     seeds = [int(s) for s in seeds]
     if not seeds:

@@ -20,7 +20,7 @@ Scales:
 
 ``MARKOV_SCALE`` (environment) picks the scale used by the figure modules when ``quick`` is
 false (default ``"cpu"``); ``MARKOV_DEVICE`` the torch device they train on (default ``cuda`` when
-available, else ``cpu``). Every result is written with :func:`sims.io.write_netcdf` and
+available, else ``cpu``). Every result is written with :func:`sims.runtime.io.write_netcdf` and
 provenance; :func:`run_or_load` reads it back when it exists.
 
 The figure computations that more than the figure modules need (the GPU campaign,
@@ -108,7 +108,7 @@ def scale_from_env(quick: bool) -> str:
 
 
 def check_scale_env() -> str:
-    """``$MARKOV_SCALE``'s scale; registered in :mod:`sims.errors`, so every CLI checks it."""
+    """``$MARKOV_SCALE``'s scale; registered in :mod:`sims.runtime.errors`, so every CLI checks it."""
     return scale_from_env(False)
 
 
@@ -202,12 +202,12 @@ def run_or_load(path: Path, compute: Callable[..., object], *, recompute: bool =
         recompute: compute even when ``path`` exists (and clear the job store first).
         config: recorded in the file's provenance.
         seed: recorded in the file's provenance.
-        resumable: give ``compute`` a :class:`sims.parallel.JobStore` next to the result
+        resumable: give ``compute`` a :class:`sims.runtime.parallel.JobStore` next to the result
             (``<path stem>.parts/``) that keeps finished jobs while it runs, so an interrupted
             sweep resumes; the store is removed once the result file is written.
     """
-    from sims.io import provenance, read_netcdf, write_netcdf
-    from sims.parallel import JobStore
+    from sims.runtime.io import provenance, read_netcdf, write_netcdf
+    from sims.runtime.parallel import JobStore
 
     path = Path(path)
     store = JobStore(path.with_suffix(".parts")) if resumable else None
@@ -309,7 +309,7 @@ class FigureRun:
 
 def _device(device: str | None) -> str:
     """``device`` (default :func:`device_from_env`), checked before any work."""
-    from sims.devices import check_device
+    from sims.runtime.devices import check_device
 
     device = device or device_from_env()
     check_device(device)
@@ -389,18 +389,18 @@ def fig5_run(job: tuple):
 def fig5(scale: str, *, store=None, device: str | None = None):
     """Figure 5 (App. C.2): every (size, seed) run of :data:`FIG5_SIZES` x :data:`FIG5_SEEDS`.
 
-    In parallel over the CPU cores at the CPU scale (:func:`sims.parallel.pmap`), one after the
+    In parallel over the CPU cores at the CPU scale (:func:`sims.runtime.parallel.pmap`), one after the
     other at the quick and paper scales (one device). Returns one dataset with ``size`` and
     ``seed`` dimensions.
 
     Args:
         scale: ``"quick"``, ``"cpu"`` or ``"paper"``.
-        store: a :class:`sims.parallel.JobStore` keeping finished runs (resume after a crash).
+        store: a :class:`sims.runtime.parallel.JobStore` keeping finished runs (resume after a crash).
         device: the torch device (default :func:`device_from_env`, resolved in each run).
     """
     import xarray as xr
 
-    from sims.parallel import pmap
+    from sims.runtime.parallel import pmap
 
     if device is not None:
         _device(device)  # before any run

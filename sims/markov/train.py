@@ -51,7 +51,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from sims.devices import check_device
+from sims.runtime.devices import check_device
 
 from .chain import BatchSampler, ChainConfig, MarkovChain, MarkovData, OnlineStream, make_dataset
 from .models import FullConfig, MinimalConfig, build_model, param_groups
@@ -516,11 +516,11 @@ def load_checkpoint(path: str | os.PathLike, exp: ExperimentConfig | None = None
         The checkpoint's state dict.
 
     Raises:
-        sims.io.UnreadableFileError: (a ``ValueError``) naming the file, when it is not a
+        sims.runtime.io.UnreadableFileError: (a ``ValueError``) naming the file, when it is not a
             checkpoint of :func:`train` (truncated, another format) or was written by another
             config; the message says to delete it or give another path.
     """
-    from sims.io import unreadable
+    from sims.runtime.io import unreadable
 
     fix = "delete it, or give another --checkpoint path to start afresh"
     try:
@@ -532,7 +532,7 @@ def load_checkpoint(path: str | os.PathLike, exp: ExperimentConfig | None = None
         err = KeyError(f"no {', '.join(missing)} entry" if missing != ["*"] else "not a dict")
         raise unreadable(path, err, what="checkpoint", fix=fix)
     if exp is not None and state["config"] != exp.to_dict():
-        from sims.io import UnreadableFileError
+        from sims.runtime.io import UnreadableFileError
 
         raise UnreadableFileError(
             f"checkpoint {str(path)!r} was written by a different config; {fix}."
@@ -650,7 +650,7 @@ def train(
         model.train()
 
     def save(step: int) -> None:
-        from sims.io import atomic_path
+        from sims.runtime.io import atomic_path
 
         state = {
             "config": exp.to_dict(), "model": model.state_dict(), "opt": _base(opt).state_dict(),

@@ -50,7 +50,7 @@ import contextlib
 import functools
 from typing import Any
 
-from sims.extras import require
+from sims.runtime.extras import require
 
 require("llm", "torch", "transformers", "accelerate", what="sims.optim.hf")
 

@@ -9,7 +9,7 @@ import importlib
 
 import pytest
 
-from sims.io import read_netcdf
+from sims.runtime.io import read_netcdf
 
 MODULES = ["figures.fig01_linear_attention", "figures.fig_la_horizon",
            "figures.fig_la_sam_mechanism", "figures.fig_la_upsampling",

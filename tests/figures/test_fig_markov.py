@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import figures
-from sims.io import read_netcdf
+from sims.runtime.io import read_netcdf
 
 MODULES = [
     "fig_markov_10",

@@ -38,7 +38,7 @@ def test_quick_figures_compute_render_and_reuse(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "Δ vs AdamW" in text and "tau_logit" in text
 
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     t1 = read_netcdf(res / "sam_family" / "quick" / "table1.nc")
     assert t1.final_val_loss.dims == ("optimizer", "seed") and t1.sizes["seed"] == 2

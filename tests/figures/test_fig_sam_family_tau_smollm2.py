@@ -24,7 +24,7 @@ def test_quick_computes_on_a_tiny_model_renders_and_reuses(tmp_path, capsys):
     import torch
 
     from figures import fig_sam_family_tau_smollm2 as fig
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     torch.set_num_threads(1)
     out, res = tmp_path / "out", tmp_path / "results"

@@ -4,7 +4,7 @@ import pytest
 
 import figures
 from figures.__main__ import main as figures_main
-from sims.extras import EXTRAS
+from sims.runtime.extras import EXTRAS
 from tests.core_only import run_core_only
 
 

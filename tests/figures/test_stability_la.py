@@ -30,7 +30,7 @@ from figures.report import sources as SRC
 from figures.report import store
 from figures.report import verdicts as V
 from figures.report.summaries import load_numbers
-from sims.io import read_netcdf
+from sims.runtime.io import read_netcdf
 
 COMMITTED = load_numbers()
 ROWS = (

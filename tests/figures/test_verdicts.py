@@ -303,7 +303,7 @@ def test_confirm_checkpoints_equivalence_with_the_declared_margin():
 
 def test_table4_random_rule_is_an_equivalence_test():
     """On accuracy (FT off the floor) with the declared 1-point margin."""
-    from llm_validation.confirm import ACCURACY_MARGIN
+    from llm_validation.experiments.confirm import ACCURACY_MARGIN
 
     f = _row("confirm-random")
     m = ACCURACY_MARGIN

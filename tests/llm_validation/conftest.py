@@ -97,8 +97,8 @@ def records():
 
 @pytest.fixture(scope="session")
 def tokenizer(tmp_path_factory):
-    from llm_validation.data import format_prompt
-    from llm_validation.tiny import train_tokenizer
+    from llm_validation.data.records import format_prompt
+    from llm_validation.models.tiny import train_tokenizer
 
     texts = [format_prompt(r["instruction"]) + r["output"] for r in make_records(300, seed=7)]
     return train_tokenizer(texts, vocab_size=400)
@@ -107,7 +107,7 @@ def tokenizer(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, tokenizer):
     """A 2-layer Llama HF folder (random weights)."""
-    from llm_validation.tiny import TinySize, make_tiny_model
+    from llm_validation.models.tiny import TinySize, make_tiny_model
 
     return make_tiny_model(
         tmp_path_factory.mktemp("tiny") / "llama", "llama", tokenizer,

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llm_validation import carry
+from llm_validation.campaign import carry
 from llm_validation.campaign import main as campaign_main
 from llm_validation.campaign import runner
 from llm_validation.campaign.runner import Context, StageSpec, run_campaign
@@ -167,7 +167,7 @@ def test_image_emulation_hides_what_the_image_lacks_unless_carried(tmp_path):
     carry.extract_wheel(_wheel(tmp_path / "w", "math_verify", "math_verify", "CARRIED = 1\n"), site)
     code = f"""
 import importlib.util, json
-from llm_validation import carry
+from llm_validation.campaign import carry
 out = {{}}
 with carry.emulate_image():
     out["hidden"] = importlib.util.find_spec("math_verify") is None
@@ -806,7 +806,7 @@ def test_every_netcdf_the_campaign_writes_reads_back_on_both_engines(mini, engin
     import netCDF4
     import xarray as xr
 
-    from sims.io import read_netcdf, write_netcdf
+    from sims.runtime.io import read_netcdf, write_netcdf
 
     root, ctx, _ = mini
     found = sorted(p for p in root.rglob("*.nc") if ".parts" not in str(p))
@@ -888,7 +888,7 @@ def test_loss_minus_lnv_check_has_the_right_scale():
 
 def test_gpu_confirmation_configs_build_on_todays_confirm_api(tmp_path):
     from llm_validation.campaign.stages import CONFIRM_VARIANTS, confirm_config
-    from llm_validation.confirm import SCALES, VARIANTS
+    from llm_validation.experiments.confirm import SCALES, VARIANTS
 
     five = ("ft", "ft_up", "ft_matched", "random", "easy")
     assert CONFIRM_VARIANTS == five and set(five) <= set(VARIANTS)
@@ -908,7 +908,7 @@ def test_gpu_confirmation_configs_build_on_todays_confirm_api(tmp_path):
 
 
 def test_the_gpu_scratch_target_is_tens_of_millions_of_parameters_wide():
-    from llm_validation.confirm import SCALES
+    from llm_validation.experiments.confirm import SCALES
 
     cfg = SCALES["gpu-scratch"]
     t = cfg.target_pretrain.size
@@ -984,7 +984,7 @@ def test_markov_stages_run_the_figures_computation_at_paper_scale_on_cuda(
 def test_sosd_runs_the_gpu_configuration_on_cuda(tmp_path, monkeypatch):
     import torch
 
-    import sims.spectral_bridge as B
+    import sims.sosd.bridge as B
     from llm_validation.campaign.stages import sosd
 
     ctx = _ctx(tmp_path, size="gpu", device="cuda")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from llm_validation.confirm import (
+from llm_validation.experiments.confirm import (
     SCALES,
     VARIANTS,
     ConfirmConfig,
@@ -196,8 +196,8 @@ def test_reuse_finds_a_run_keyed_by_relative_or_absolute_paths(tmp_path, monkeyp
     folder is resolved (this refused the 5-epoch check of the committed run)."""
     import xarray as xr
 
-    from llm_validation.confirm import _in_reused_run
-    from sims.parallel import JobStore
+    from llm_validation.experiments.confirm import _in_reused_run
+    from sims.runtime.parallel import JobStore
 
     monkeypatch.chdir(tmp_path)
     store = JobStore(tmp_path / "run" / "jobs")
@@ -225,7 +225,7 @@ def test_every_variant_is_described():
 def _synthetic_results():
     import xarray as xr
 
-    from llm_validation.data import BENCHMARKS
+    from llm_validation.data.records import BENCHMARKS
 
     names = ["ft", "ft_up", "random", "easy", "ft_up_last"]
     base = np.array([0.30, 0.32, 0.28])  # per seed
@@ -334,7 +334,7 @@ def test_program_table_shares_and_accuracies():
 
 
 def test_matched_epochs_give_exactly_the_wanted_steps():
-    from llm_validation.training import schedule
+    from llm_validation.train.trainer import schedule
 
     # 1045 examples at batch 32: 33 steps per epoch; 120 steps = 119.5/33 epochs
     assert matched_epochs(120, 1045, 32) == pytest.approx(119.5 / 33)
@@ -348,7 +348,7 @@ def test_matched_epochs_give_exactly_the_wanted_steps():
 @pytest.mark.slow
 def test_ft_matched_takes_ft_ups_steps_on_the_original_data(tmp_path):
     """``ft_matched``: FT's data (each example once per epoch) for FT+UP's optimizer steps."""
-    from llm_validation.training import schedule
+    from llm_validation.train.trainer import schedule
 
     cfg = dataclasses.replace(
         SCALES["quick"], variants=("ft", "ft_matched", "ft_up"), seeds=(3,), n_heldout=0
@@ -401,7 +401,7 @@ def test_accuracy_per_source_and_worst_source_by_hand():
 
 def test_heldout_answers_scored_by_their_style():
     """Each held-out completion is scored with the rules of its source's answer style."""
-    from llm_validation.confirm import heldout_subset, score_heldout
+    from llm_validation.experiments.confirm import heldout_subset, score_heldout
 
     recs = [
         {"style": "gsm", "answer": "7"},

@@ -12,15 +12,15 @@ from fractions import Fraction
 
 import pytest
 
-from llm_validation.corpus import (
+from llm_validation.data.corpus import (
     SOURCES,
     contamination,
     generate_benchmarks,
     generate_corpus,
     write_corpus,
 )
-from llm_validation.data import BENCHMARKS, load_benchmark, load_mathinstruct
-from llm_validation.scoring import extract_answer, is_correct
+from llm_validation.data.records import BENCHMARKS, load_benchmark, load_mathinstruct
+from llm_validation.evaluate.scoring import extract_answer, is_correct
 
 
 @pytest.fixture(scope="module")
@@ -314,7 +314,7 @@ def test_scratch_tokenizer_splits_numbers_into_single_digits(tmp_path):
     round-trips digit by digit through a saved-and-reloaded copy."""
     from transformers import AutoTokenizer
 
-    from llm_validation.tiny import train_tokenizer
+    from llm_validation.models.tiny import train_tokenizer
 
     texts = [
         f"Calculate 1250 + {i}. 1250 + {i} = {1250 + i}. The answer is 1250." for i in range(300)
@@ -335,7 +335,7 @@ def test_scratch_tokenizer_splits_numbers_into_single_digits(tmp_path):
 
 def test_levels_restrict_every_split(tmp_path):
     """``levels`` (issue 29's difficulty lever) restricts training, held-out and benchmarks."""
-    from llm_validation.corpus import generate_benchmarks, generate_corpus, write_corpus
+    from llm_validation.data.corpus import generate_benchmarks, generate_corpus, write_corpus
 
     recs = generate_corpus(400, seed=3, levels=(1, 2))
     assert {r["level"] for r in recs} == {1, 2}

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from llm_validation.data import (
+from llm_validation.data.records import (
     BENCHMARKS,
     IGNORE_INDEX,
     DataFormatError,

@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 
 from llm_validation.__main__ import main
-from sims.io import read_json, read_netcdf
+from sims.runtime.io import read_json, read_netcdf
 
 
 def test_demo_runs_every_step_and_says_where_to_look(tmp_path, monkeypatch, capsys):
@@ -72,7 +72,7 @@ def test_demo_runs_every_step_and_says_where_to_look(tmp_path, monkeypatch, caps
 
 def _selection_axes(run: Path, monkeypatch) -> list[str]:
     """The titles of the panels ``plot_selection`` draws for the demo's selection."""
-    from llm_validation import selection
+    from llm_validation.select import clustering as selection
 
     titles = []
 
@@ -93,7 +93,7 @@ def _selection_axes(run: Path, monkeypatch) -> list[str]:
 
 def test_the_accuracy_table_marks_no_best_on_a_tie():
     """The demo bolded every cell of all-zero rows as "best"."""
-    from llm_validation.evaluate import accuracy_table
+    from llm_validation.evaluate.generation import accuracy_table
 
     t = accuracy_table({"PT": {"gsm8k": 0.0, "math": 0.2}, "FT": {"gsm8k": 0.0, "math": 0.5}},
                        sizes={"gsm8k": 4, "math": 4})  # fmt: skip

@@ -5,8 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["llm_validation.scoring", "llm_validation.data", "llm_validation.models",
-           "llm_validation.tiny", "llm_validation.synthesis"]  # fmt: skip
+MODULES = ["llm_validation.evaluate.scoring", "llm_validation.data.records", "llm_validation.models.registry",
+           "llm_validation.models.tiny", "llm_validation.select.synthesis"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", MODULES)

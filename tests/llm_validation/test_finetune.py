@@ -21,8 +21,8 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from llm_validation.config import FinetuneConfig
-from llm_validation.data import IGNORE_INDEX, Example, tokenize_examples
-from llm_validation.finetune import finetune, load_finetuned, plan_finetune
+from llm_validation.data.records import IGNORE_INDEX, Example, tokenize_examples
+from llm_validation.train.finetune import finetune, load_finetuned, plan_finetune
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,8 +104,8 @@ def test_finetune_matches_a_hand_written_training_loop(tiny_model_dir, examples,
     normalization across micro-batches, the schedule, the clipping and the optimizer wiring
     are all checked against an independent implementation.
     """
-    from llm_validation.lora import apply_lora
-    from llm_validation.models import load_model
+    from llm_validation.models.lora import apply_lora
+    from llm_validation.models.registry import load_model
 
     lr, wd, steps, warm = 5e-3, 0.1, 4, 1
     cfg = _cfg(tiny_model_dir, batch_size=32, per_device_batch_size=8, epochs=steps, lr=lr,
@@ -207,7 +207,7 @@ def _stalled_cli(argv, stall_step, env=None):
     ``stall_step`` and prints ``STALLED``; returns the Popen once it stalled."""
     script = textwrap.dedent(f'''
         import sys, time
-        import llm_validation.training as T
+        import llm_validation.train.trainer as T
         from transformers import TrainerCallback
 
         class Stall(TrainerCallback):
@@ -251,10 +251,10 @@ def test_sigkill_mid_epoch_loses_at_most_save_steps(tiny_model_dir, data_files, 
                                                     monkeypatch):  # fmt: skip
     """`finetune` killed with SIGKILL in epoch 2 resumes from its last every-4-steps checkpoint,
     says where, and ends with the weights (and loss) of an uninterrupted run."""
-    from llm_validation import pipeline
+    from llm_validation.experiments import pipeline
     from llm_validation.__main__ import main
     from llm_validation.config import load_config
-    from llm_validation.models import load_model
+    from llm_validation.models.registry import load_model
 
     save_steps, kill_at = 4, 19  # 86 examples at batch 8: 11 steps per epoch, 22 in all
     cfg_path = finetune_config(tmp_path, tiny_model_dir, data_files[0], epochs=2,
@@ -269,7 +269,7 @@ def test_sigkill_mid_epoch_loses_at_most_save_steps(tiny_model_dir, data_files, 
     import contextlib
     import io
 
-    from llm_validation import training
+    from llm_validation.train import trainer as training
 
     counter, build = _StepCounter(), training.build_trainer
     monkeypatch.setattr(training, "build_trainer", lambda *a, callbacks=(), **k: build(
@@ -299,7 +299,7 @@ def test_sigkill_mid_epoch_loses_at_most_save_steps(tiny_model_dir, data_files, 
     train, _ = pipeline.load_split(cfg)
     base, tok = load_model(tiny_model_dir, device="cpu", dtype="float32")
     recs = tokenize_examples(train[:24], tok, max_length=64)
-    from llm_validation.finetune import load_finetuned
+    from llm_validation.train.finetune import load_finetuned
 
     losses = {k: _loss(load_finetuned(tiny_model_dir, p, device="cpu", dtype="float32")[0], recs)
               for k, p in final.items()}  # fmt: skip
@@ -328,7 +328,7 @@ def test_missing_lora_target_fails_before_training(tiny_model_dir, examples, tmp
 
 
 def test_optimizer_without_sims_optim(tiny_model_dir, examples, tmp_path, monkeypatch):
-    from llm_validation import training
+    from llm_validation.train import trainer as training
 
     monkeypatch.setattr(training, "_sims_optim", lambda: None)
     with pytest.raises(ValueError, match="optimizer 'muon' needs `sims.optim`"):
@@ -340,7 +340,7 @@ def test_optimizer_without_sims_optim(tiny_model_dir, examples, tmp_path, monkey
 def test_muon_and_fsam_through_sims_optim(tiny_model_dir, examples, tmp_path, optimizer, kwargs):
     """Muon and Functional-SAM come from sims.optim (FSAM through SAMFamilyTrainer)."""
     pytest.importorskip("sims.optim.factory")
-    from llm_validation.training import trainer_class
+    from llm_validation.train.trainer import trainer_class
     from sims.optim.hf import SAMFamilyTrainer
 
     assert (trainer_class(optimizer) is SAMFamilyTrainer) == (optimizer == "fsam")

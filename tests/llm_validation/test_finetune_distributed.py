@@ -1,6 +1,6 @@
 """``accelerate launch --num_processes 2``: LoRA fine-tuning with SAM and FSAM on 2 CPU processes.
 
-One launch runs :func:`llm_validation.finetune.finetune` three times on 2 processes (gloo):
+One launch runs :func:`llm_validation.train.finetune.finetune` three times on 2 processes (gloo):
 ``sam`` and ``fsam`` with ``sync_perturbation=True`` (the default) and ``fsam`` with ``False``.
 With ``True`` the 2-process adapters equal one process with gradient accumulation 2 (the same
 effective batch of 8); with ``False`` each replica perturbs with its own gradient, which moves
@@ -47,14 +47,14 @@ def _cfg(model_dir, name, **over):
 
 
 def _examples(records_file):
-    from llm_validation.data import Example
+    from llm_validation.data.records import Example
 
     records = json.loads(Path(records_file).read_text())[:N_EXAMPLES]
     return [Example(r["instruction"], r["output"], r["source"], i) for i, r in enumerate(records)]
 
 
 def _finetune(model_dir, records_file, out, name, **over):
-    from llm_validation.finetune import finetune
+    from llm_validation.train.finetune import finetune
 
     return finetune(_examples(records_file), None, _cfg(model_dir, name, **over),
                     Path(out) / name, max_length=MAX_LENGTH, progress=False)  # fmt: skip
@@ -70,7 +70,7 @@ def _worker(model_dir, records_file, out):
         world = dist.get_world_size() if dist.is_initialized() else 1  # as training saw it
         if int(os.environ.get("RANK", "0")) == 0:
             (Path(out) / name / "steps.txt").write_text(f"{res.steps} {world}")
-    from llm_validation.training import end_distributed
+    from llm_validation.train.trainer import end_distributed
 
     end_distributed()  # as `python -m llm_validation` does: no SIGABRT from gloo at exit
 
@@ -137,10 +137,10 @@ def test_finetune_takes_the_configured_fsam_step(tiny_model_dir, records, tmp_pa
     the same LoRA model and batch (ρ, base and lr as configured; a dropped option would show)."""
     import peft
 
-    from llm_validation.data import tokenize_examples
-    from llm_validation.lora import apply_lora
-    from llm_validation.models import load_model
-    from llm_validation.training import collate
+    from llm_validation.data.records import tokenize_examples
+    from llm_validation.models.lora import apply_lora
+    from llm_validation.models.registry import load_model
+    from llm_validation.train.trainer import collate
     from sims.optim import SAMFamily
 
     records_file = tmp_path / "records.json"

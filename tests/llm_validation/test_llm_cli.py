@@ -171,7 +171,7 @@ def test_existing_file_as_output_folder_is_refused(command, tmp_path, capsys, da
 
 
 def test_ctrl_c_in_a_step_is_exit_130_and_one_line(tmp_path, monkeypatch, capsys, data_files):
-    from llm_validation import pipeline
+    from llm_validation.experiments import pipeline
 
     def interrupted(cfg, *, quiet=False):
         (Path(cfg.run_dir) / "data" / "sub").mkdir(parents=True)  # an empty folder to clean
@@ -204,7 +204,7 @@ def test_sigint_mid_finetune_is_130_one_line_and_keeps_the_checkpoint(
 
     from transformers import TrainerCallback
 
-    from llm_validation import training
+    from llm_validation.train import trainer as training
     from tests.llm_validation.test_finetune import finetune_config
 
     class Interrupt(TrainerCallback):
@@ -249,7 +249,7 @@ def test_finetune_checks_every_settings_inputs_before_training(
     tmp_path, tiny_model_dir, data_files, monkeypatch, capsys
 ):
     """``--settings ft,ft_up`` in a fresh run folder trained ``ft`` ~80 s, then failed (row 7)."""
-    from llm_validation import pipeline
+    from llm_validation.experiments import pipeline
 
     monkeypatch.setattr(pipeline, "run_finetune", lambda *a, **k: pytest.fail("trained"))
     base = ["finetune", "--run-dir", str(tmp_path / "run"), "--set",
@@ -278,7 +278,7 @@ def test_set_settings_is_a_list_of_names_not_letters(value, expected, capsys):
 
 def test_negative_or_repeated_confirm_seeds_are_refused(monkeypatch, capsys):
     """``confirm --seeds ""`` became 0,1,2; -1 and 1,1 were accepted (row 10)."""
-    from llm_validation import confirm
+    from llm_validation.experiments import confirm
 
     monkeypatch.setattr(confirm, "run_confirmation", lambda *a, **k: pytest.fail("ran"))
     for value, why in (("", "an empty value"), ("-1", "non-negative"), ("1,1", "given twice"),

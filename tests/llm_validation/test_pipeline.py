@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from llm_validation.__main__ import main
-from llm_validation.scoring import is_correct
-from sims.io import read_json, read_netcdf
+from llm_validation.evaluate.scoring import is_correct
+from sims.runtime.io import read_json, read_netcdf
 from tests.core_only import run_core_only
 
 SETTINGS = ["ft", "ft_up", "random", "easy", "synth", "both"]
@@ -52,7 +52,7 @@ def _config(root: Path, model: Path, *, target: Path | None = None, **over) -> P
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory, data_files, tiny_model_dir, tokenizer):
-    from llm_validation.tiny import TinySize, make_tiny_model
+    from llm_validation.models.tiny import TinySize, make_tiny_model
 
     root = tmp_path_factory.mktemp("pipe")
     train, bench = data_files
@@ -66,7 +66,7 @@ def workdir(tmp_path_factory, data_files, tiny_model_dir, tokenizer):
 @pytest.fixture(scope="module")
 def finished_run(workdir, tiny_model_dir):
     """``run-all`` once (synthesis generations replaced by canned rephrasings)."""
-    from llm_validation import synthesis
+    from llm_validation.select import synthesis
 
     real = synthesis.synthesize
 
@@ -129,8 +129,8 @@ def test_proxy_losses_are_the_checkpoint_models_losses(finished_run):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from llm_validation.data import IGNORE_INDEX, load_mathinstruct, tokenize_examples
-    from llm_validation.models import load_tokenizer
+    from llm_validation.data.records import IGNORE_INDEX, load_mathinstruct, tokenize_examples
+    from llm_validation.models.registry import load_tokenizer
 
     _, run, _ = finished_run
     traj = read_netcdf(run / "proxy" / "trajectories.nc")
@@ -261,9 +261,9 @@ def test_bad_input_exits_2_with_one_line(workdir, tiny_model_dir, capsys, over, 
 
 def test_a_stage_checks_its_model_before_writing(workdir, tiny_model_dir, tmp_path):
     """The library path too: a bad proxy model leaves no stage file to block the fixed run."""
-    from llm_validation import pipeline
+    from llm_validation.experiments import pipeline
     from llm_validation.config import load_config
-    from llm_validation.models import ModelSpecError
+    from llm_validation.models.registry import ModelSpecError
 
     bad = load_config(_config(workdir, tiny_model_dir, **{"proxy.model": "/no/such/model"}),
                       {"run_dir": str(tmp_path / "r")})  # fmt: skip
@@ -348,7 +348,7 @@ def test_two_process_cpu_launch_matches_one_process(workdir, tiny_model_dir, tmp
 
 def test_assign_to_hard_places_rows_on_their_sources_clusters():
     """Nearest centre of the row's own source; the last centre is the hard one."""
-    from llm_validation.pipeline import assign_to_hard
+    from llm_validation.experiments.pipeline import assign_to_hard
 
     per_source = {
         "a": {"rule": "clustered", "centers": [[1.0, 1.0], [3.0, 3.0]]},  # easy, hard
@@ -368,7 +368,7 @@ def test_assign_to_hard_places_rows_on_their_sources_clusters():
 
 def test_report_takes_each_columns_best_checkpoint_by_average(tmp_path, monkeypatch):
     """With every epoch evaluated, a column shows its checkpoint of best average accuracy."""
-    from llm_validation import pipeline
+    from llm_validation.experiments import pipeline
     from llm_validation.config import load_config
 
     def scores(gsm, math):

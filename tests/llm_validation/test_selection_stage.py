@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 from llm_validation.config import SelectionConfig
-from llm_validation.selection import (
+from llm_validation.select.clustering import (
     EmptySelectionError,
     plot_selection,
     select_examples,

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from llm_validation import sharpness as sh
-from llm_validation.data import Example
+from llm_validation.experiments import sharpness as sh
+from llm_validation.data.records import Example
 
 # Exact AD both ways, of the same computed function; but HF's RMSNorm and attention softmax
 # run in float32 inside a float64 model, so forward- and reverse-mode products round
@@ -42,8 +42,8 @@ def _lora_model(model_dir, *, sharpen=True, random_b=True, seed=0):
     Sharpening the (tied) embeddings makes the predictions confident, so that τ_logit, τ_func
     and τ_cross are all clearly non-zero and different (a swap or a wrong parameter set shows).
     """
-    from llm_validation.lora import apply_lora
-    from llm_validation.models import load_model
+    from llm_validation.models.lora import apply_lora
+    from llm_validation.models.registry import load_model
 
     model, tok = load_model(model_dir, dtype="float32", device="cpu")
     model = model.double()
@@ -208,8 +208,8 @@ def test_lambda_max_is_the_top_eigenvalue_of_the_adapter_hessian(lora_setup):
 
 
 def test_float64_copy_agrees_and_leaves_the_model_alone(tiny_model_dir, records):
-    from llm_validation.lora import apply_lora
-    from llm_validation.models import load_model
+    from llm_validation.models.lora import apply_lora
+    from llm_validation.models.registry import load_model
 
     model, tok = load_model(tiny_model_dir, dtype="float32", device="cpu")
     model = apply_lora(model, rank=2, alpha=4.0, dropout=0.1, targets="attention", seed=3)
@@ -239,8 +239,8 @@ def _cfg(model_dir, **kw):
 
 def test_along_finetune_measures_the_init_then_the_trained_adapters(tiny_model_dir, records,
                                                                      tmp_path):  # fmt: skip
-    from llm_validation.lora import apply_lora
-    from llm_validation.models import load_model
+    from llm_validation.models.lora import apply_lora
+    from llm_validation.models.registry import load_model
 
     cfg = _cfg(tiny_model_dir)
     train, probe = _examples(records, range(8)), _examples(records, range(80, 83))
@@ -290,7 +290,7 @@ def test_recorder_resumes_without_remeasuring(lora_setup, tmp_path):
 
 
 def test_a_model_without_trainable_parameters_is_refused(tiny_model_dir, records):
-    from llm_validation.models import load_model
+    from llm_validation.models.registry import load_model
 
     model, tok = load_model(tiny_model_dir, dtype="float32", device="cpu")
     model.requires_grad_(False)

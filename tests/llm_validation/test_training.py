@@ -10,10 +10,10 @@ import torch
 from transformers import TrainerCallback
 
 from llm_validation.config import ProxyConfig
-from llm_validation.data import IGNORE_INDEX, Example, tokenize_examples
-from llm_validation.models import load_model
-from llm_validation.proxy import plan_proxy, record_trajectories
-from llm_validation.training import (
+from llm_validation.data.records import IGNORE_INDEX, Example, tokenize_examples
+from llm_validation.models.registry import load_model
+from llm_validation.train.proxy import plan_proxy, record_trajectories
+from llm_validation.train.trainer import (
     LossRecorder,
     TokenDataset,
     _length_batches,
@@ -76,7 +76,7 @@ def test_accumulation_steps():
 
 
 def _train(model_dir, examples, *, callbacks=(), lora_dropout=0.1, out, steps=6):
-    from llm_validation.lora import apply_lora
+    from llm_validation.models.lora import apply_lora
 
     model, tok = load_model(model_dir, device="cpu")
     model = apply_lora(model, rank=4, alpha=8, dropout=lora_dropout, targets="attention", seed=0)
@@ -212,7 +212,7 @@ def _fake_checkpoint(folder, step, *, epoch, max_steps=12):
 
 
 def test_resume_point_is_the_newest_intact_checkpoint(tmp_path):
-    from llm_validation.training import (
+    from llm_validation.train.trainer import (
         CheckpointKeeper,
         describe_resume,
         epoch_checkpoints,

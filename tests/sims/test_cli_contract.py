@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from sims.cli import ArgumentParser, UsageError, run_cli
-from sims.extras import MissingExtraError
-from sims.parallel import SweepInterrupted
+from sims.runtime.cli import ArgumentParser, UsageError, run_cli
+from sims.runtime.extras import MissingExtraError
+from sims.runtime.parallel import SweepInterrupted
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,8 +70,8 @@ def test_parse_args_validates_the_environment(monkeypatch, capsys):
 
 
 def test_check_env_runs_each_set_variable_once(monkeypatch):
-    from sims.cli import check_env
-    from sims.errors import registered_env_checks
+    from sims.runtime.cli import check_env
+    from sims.runtime.errors import registered_env_checks
 
     names = list(registered_env_checks())
     assert names == ["SBT_WORKERS", "SBT_EXECUTOR", "MARKOV_SCALE"]
@@ -102,7 +102,7 @@ def test_check_env_runs_each_set_variable_once(monkeypatch):
 def test_check_resources_refuses_with_estimate_and_machine_memory(monkeypatch, capsys):
     import dataclasses
 
-    import sims.cli as cli
+    import sims.runtime.cli as cli
 
     monkeypatch.setattr(cli, "machine_memory", lambda: (16_000_000_000, 9_000_000_000))
     est = cli.Estimate(memory=12e9, seconds=10.0, what="--n 7", fix="lower --n")
@@ -125,7 +125,7 @@ def test_check_resources_refuses_with_estimate_and_machine_memory(monkeypatch, c
 
 
 def test_machine_memory_is_plausible():
-    from sims.cli import machine_memory
+    from sims.runtime.cli import machine_memory
 
     total, avail = machine_memory()
     assert 2**28 < total < 2**50 and 0 <= avail <= total
@@ -142,7 +142,7 @@ def test_machine_memory_is_plausible():
     ],
 )
 def test_format_bytes(n, text):
-    from sims.cli import format_bytes
+    from sims.runtime.cli import format_bytes
 
     assert format_bytes(n) == text
 
@@ -150,7 +150,7 @@ def test_format_bytes(n, text):
 def test_display_path_never_shows_the_checkout(tmp_path, monkeypatch):
     from pathlib import Path
 
-    from sims.cli import display_path
+    from sims.runtime.cli import display_path
 
     repo = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(tmp_path)
@@ -187,7 +187,7 @@ def test_ctrl_c_of_the_process_skips_interpreter_teardown():
     (a JAX compilation still running) crashed with a segmentation fault (issue 24)."""
     res = _python(
         "import atexit, sys\n"
-        "from sims.cli import run_cli\n"
+        "from sims.runtime.cli import run_cli\n"
         "atexit.register(lambda: print('teardown ran', file=sys.stderr))\n"
         "def main(argv):\n"
         "    print('partial output', end='')\n"
@@ -203,7 +203,7 @@ def test_ctrl_c_landing_in_a_gc_callback_is_not_lost():
     """JAX runs Python in a gc callback: a Ctrl-C raised there was printed and ignored."""
     res = _python(
         "import gc, os, signal, sys, time\n"
-        "from sims.cli import run_cli\n"
+        "from sims.runtime.cli import run_cli\n"
         "fired = []\n"
         "def cb(phase, info):\n"
         "    if phase == 'start' and not fired:\n"
@@ -228,7 +228,7 @@ def test_closed_output_pipe_ends_quietly_with_status_141():
     import sys
 
     code = (
-        "from sims.cli import run_cli\n"
+        "from sims.runtime.cli import run_cli\n"
         "def main(argv):\n"
         "    for i in range(10**6):\n"
         "        print('line', i)\n"
@@ -252,7 +252,7 @@ def _holder(target, lock_dir, *, then: str):
     import subprocess
     import sys
 
-    code = ("import sys, time\nfrom sims.io import acquire_run_lock\n"
+    code = ("import sys, time\nfrom sims.runtime.io import acquire_run_lock\n"
             f"acquire_run_lock({str(target)!r}, prog='holder')\nprint('locked', flush=True)\n"
             + then)  # fmt: skip
     env = dict(os.environ, SBT_LOCK_DIR=str(lock_dir), PYTHONPATH=str(REPO))
@@ -269,7 +269,7 @@ def test_a_run_lock_is_refused_while_held_released_at_exit_and_taken_over_when_s
     import platform
     import signal
 
-    from sims.io import acquire_run_lock, lock_path, release_run_locks
+    from sims.runtime.io import acquire_run_lock, lock_path, release_run_locks
 
     monkeypatch.setenv("SBT_LOCK_DIR", str(tmp_path / "locks"))
     target = tmp_path / "out"
@@ -304,7 +304,7 @@ def test_a_lock_of_another_host_is_never_taken_over(tmp_path, monkeypatch):
     """Its PID means nothing here: the message names the host and the file to delete."""
     import json
 
-    from sims.io import acquire_run_lock, lock_path
+    from sims.runtime.io import acquire_run_lock, lock_path
 
     monkeypatch.setenv("SBT_LOCK_DIR", str(tmp_path / "locks"))
     lock = lock_path(tmp_path / "out")

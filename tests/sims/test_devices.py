@@ -1,4 +1,4 @@
-"""sims.devices.check_device: a bad or missing device is a one-line ValueError before any work."""
+"""sims.runtime.devices.check_device: a bad or missing device is a one-line ValueError before any work."""
 
 import doctest
 
@@ -6,12 +6,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import sims.devices  # noqa: E402
-from sims.devices import check_device  # noqa: E402
+import sims.runtime.devices  # noqa: E402
+from sims.runtime.devices import check_device  # noqa: E402
 
 
 def test_doctests():
-    result = doctest.testmod(sims.devices, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(sims.runtime.devices, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sims.extras import (
+from sims.runtime.extras import (
     EXTRAS,
     MissingExtraError,
     exit_on_missing_extra,

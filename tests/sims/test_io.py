@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from sims.io import (
+from sims.runtime.io import (
     atomic_path,
     ensure_writable,
     provenance,
@@ -108,7 +108,7 @@ def test_ensure_writable_replaces_only_results_of_the_format(tmp_path):
 
 @pytest.mark.parametrize("content", [b"", b"\x89HDF\r\n\x1a\n truncated", b"CDF\x01 cut"])
 def test_unreadable_results_are_named(tmp_path, content):
-    from sims.io import UnreadableFileError
+    from sims.runtime.io import UnreadableFileError
 
     bad = tmp_path / "r.nc"
     bad.write_bytes(content)

@@ -1,11 +1,11 @@
-"""sims.parallel.pmap: same results as a serial map, in order; errors name the failing item."""
+"""sims.runtime.parallel.pmap: same results as a serial map, in order; errors name the failing item."""
 
 import math
 
 import pytest
 
-from sims.cli import UsageError
-from sims.parallel import JobStore, SweepInterrupted, check_workers_env, default_workers, pmap
+from sims.runtime.cli import UsageError
+from sims.runtime.parallel import JobStore, SweepInterrupted, check_workers_env, default_workers, pmap
 
 
 def test_serial_and_process_pool_agree_in_order():
@@ -47,7 +47,7 @@ class _Crash(BaseException):
 
 
 def test_store_resumes_after_a_crash(tmp_path):
-    from sims.parallel import JobStore
+    from sims.runtime.parallel import JobStore
 
     store = JobStore(tmp_path / "parts")
     calls, crash = [], [True]
@@ -74,7 +74,7 @@ def test_store_resumes_after_a_crash(tmp_path):
 
 
 def test_store_keeps_only_datasets(tmp_path):
-    from sims.parallel import JobStore
+    from sims.runtime.parallel import JobStore
 
     with pytest.raises(TypeError, match="xarray.Dataset"):
         pmap(abs, [-2], workers=1, store=JobStore(tmp_path))
@@ -121,8 +121,8 @@ def _sweep_cli_with_two_running_jobs(tmp_path):
     script = f"""
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, however pytest runs
-from sims.cli import run_cli
-from sims.parallel import JobStore, pmap
+from sims.runtime.cli import run_cli
+from sims.runtime.parallel import JobStore, pmap
 from tests.sims.parallel_jobs import sleepy_square
 def main(argv):
     out = pmap(sleepy_square, [0.0, 0.01, 60.0, 60.0], workers=2,

@@ -19,9 +19,9 @@ import xarray as xr
 
 pytest.importorskip("distributed", reason="needs the `cluster` extra")
 
-from sims import executors  # noqa: E402
-from sims.executors import ExecutorSpec, parse_executor  # noqa: E402
-from sims.parallel import JobStore, pmap  # noqa: E402
+from sims.runtime import executors  # noqa: E402
+from sims.runtime.executors import ExecutorSpec, parse_executor  # noqa: E402
+from sims.runtime.parallel import JobStore, pmap  # noqa: E402
 from tests.sims.parallel_jobs import counted_square, markers  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,8 +118,8 @@ def test_ctrl_c_then_rerun_recomputes_nothing_finished(two_workers, tmp_path):
     script = f"""
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, however pytest runs
-from sims.cli import run_cli
-from sims.parallel import JobStore, pmap
+from sims.runtime.cli import run_cli
+from sims.runtime.parallel import JobStore, pmap
 from tests.sims.parallel_jobs import counted_square
 def main(argv):
     jobs = [({str(marks)!r}, x, 0.0 if x < 2 else 600.0) for x in range(4)]
@@ -280,7 +280,7 @@ def test_a_worker_running_another_version_of_the_package_is_refused(scheduler, t
 def test_the_same_source_passes_and_the_executor_is_in_the_provenance(scheduler, tmp_path,
                                                                       monkeypatch):  # fmt: skip
     """A worker of this checkout passes; results record ``executor: dask://HOST:PORT``."""
-    from sims.io import provenance
+    from sims.runtime.io import provenance
 
     worker = _worker(scheduler, str(REPO), tmp_path)
     try:

@@ -5,11 +5,11 @@ import math
 
 import pytest
 
-from sims import executors
-from sims.cli import UsageError
-from sims.executors import ExecutorSpec, SlurmSettings, parse_executor, slurm_settings
-from sims.extras import MissingExtraError
-from sims.parallel import check_executor_env, pmap, use_executor
+from sims.runtime import executors
+from sims.runtime.cli import UsageError
+from sims.runtime.executors import ExecutorSpec, SlurmSettings, parse_executor, slurm_settings
+from sims.runtime.extras import MissingExtraError
+from sims.runtime.parallel import check_executor_env, pmap, use_executor
 
 
 @pytest.fixture(autouse=True)
@@ -80,8 +80,8 @@ def test_cli_checks_the_environment_before_any_work(monkeypatch, capsys, tmp_pat
 
 
 def test_flag_sets_the_executor_of_the_process(monkeypatch):
-    from sims.cli import ArgumentParser
-    from sims.parallel import add_executor_argument
+    from sims.runtime.cli import ArgumentParser
+    from sims.runtime.parallel import add_executor_argument
 
     p = ArgumentParser(prog="demo")
     add_executor_argument(p)
@@ -96,10 +96,10 @@ def test_flag_sets_the_executor_of_the_process(monkeypatch):
 
 
 def test_missing_cluster_extra_names_the_install_command(monkeypatch, capsys):
-    import sims.extras
+    import sims.runtime.extras
 
-    real = sims.extras._found
-    monkeypatch.setattr(sims.extras, "_found", lambda m: m not in ("distributed", "submitit")
+    real = sims.runtime.extras._found
+    monkeypatch.setattr(sims.runtime.extras, "_found", lambda m: m not in ("distributed", "submitit")
                         and real(m))  # fmt: skip
     with pytest.raises(
         MissingExtraError, match=r'`cluster` extra .*pip install -e "\.\[cluster\]"'

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("xarray")
 
-from sims.parallel import JobStore, pmap  # noqa: E402
+from sims.runtime.parallel import JobStore, pmap  # noqa: E402
 from tests.sims.parallel_jobs import counted_square, markers  # noqa: E402
 
 

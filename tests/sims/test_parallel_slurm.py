@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("submitit", reason="needs the `cluster` extra")
 
-from sims.parallel import JobStore, pmap  # noqa: E402
+from sims.runtime.parallel import JobStore, pmap  # noqa: E402
 from tests.sims.parallel_jobs import counted_square, markers  # noqa: E402
 
 

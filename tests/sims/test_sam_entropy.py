@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sims import sam_entropy as se
 from sims.entropy import majorizes, shannon_entropy
-from sims.io import read_netcdf
+from sims.runtime.io import read_netcdf
 
 SQ3 = math.sqrt(3)
 

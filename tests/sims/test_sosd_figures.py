@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import figures
-from sims.io import read_json
+from sims.runtime.io import read_json
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""sims.sosd_toy: exact gradients, GD bookkeeping, batching, measurements, bad input, CLI."""
+"""sims.sosd.toy: exact gradients, GD bookkeeping, batching, measurements, bad input, CLI."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-import sims.sosd_toy as st
-from sims.spectral import lemma_a4_bound, sd_variation
+import sims.sosd.toy as st
+from sims.sosd.spectral import lemma_a4_bound, sd_variation
 
 
 def _problem(seed=0, n=5, d=7, C=3, scale=0.7):

@@ -1,4 +1,4 @@
-"""sims.spectral: closed forms, invariances, Lemma A.4, bad input, onset detector, recorders."""
+"""sims.sosd.spectral: closed forms, invariances, Lemma A.4, bad input, onset detector, recorders."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-import sims.spectral as sp_
-from sims.spectral import (
+import sims.sosd.spectral as sp_
+from sims.sosd.spectral import (
     SpectralRecorder,
     condition_number,
     detect_onset,
@@ -466,7 +466,7 @@ def test_record_trajectory_lists_stacked_and_jax():
 
 def test_dataset_roundtrip_netcdf(tmp_path):
     xr = pytest.importorskip("xarray")
-    from sims.io import read_netcdf, write_netcdf
+    from sims.runtime.io import read_netcdf, write_netcdf
 
     rng = np.random.default_rng(11)
     traj = [{"w": rng.standard_normal((3, 3))} for _ in range(3)]

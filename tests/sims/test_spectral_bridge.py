@@ -1,4 +1,4 @@
-"""sims.spectral_bridge: torch capture, peak/stage alignment, linear attention and Markov."""
+"""sims.sosd.bridge: torch capture, peak/stage alignment, linear attention and Markov."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from sims.spectral import sd_variation
-from sims.spectral_bridge import capture_torch_training, peak_times, stage_alignment
+from sims.sosd.spectral import sd_variation
+from sims.sosd.bridge import capture_torch_training, peak_times, stage_alignment
 
 torch = pytest.importorskip("torch")
 
@@ -122,7 +122,7 @@ def test_la_spectra_match_the_merged_matrices():
         sample_dataset,
     )
     from sims.linear_attention.train import train
-    from sims.spectral_bridge import la_spectra
+    from sims.sosd.bridge import la_spectra
 
     cov = make_covariance("linear", 3, seed=0)
     data = sample_dataset(2000, 15, cov, seed=0)
@@ -141,7 +141,7 @@ def test_la_spectra_match_the_merged_matrices():
 
 def test_markov_study_captures_every_run():
     from sims.markov.experiments import minimal_exp
-    from sims.spectral_bridge import markov_study
+    from sims.sosd.bridge import markov_study
 
     summary, runs = markov_study(minimal_exp("quick"), every=2)
     assert list(summary.run.values) == ["adamw", "sam_0.05", "upsample_hard", "upsample_random"]
@@ -155,7 +155,7 @@ def test_markov_study_captures_every_run():
 def test_alignment_table_on_a_planted_dataset():
     import xarray as xr
 
-    from sims.spectral_bridge import alignment_table
+    from sims.sosd.bridge import alignment_table
 
     steps = np.arange(0, 3000, 10)
     base = 1e-4 * np.ones(steps.size)
@@ -177,8 +177,8 @@ def test_alignment_table_on_a_planted_dataset():
 
 def test_lm_spectra_start_from_train_lms_init_and_track_its_weights():
     from sims.lm import train_lm
-    from sims.spectral import singular_values
-    from sims.spectral_bridge import lm_sosd_config, train_lm_with_spectra
+    from sims.sosd.spectral import singular_values
+    from sims.sosd.bridge import lm_sosd_config, train_lm_with_spectra
 
     cfg = lm_sosd_config("constant", scale="quick").replace(steps=20)
     # the step-0 record is GPT(config.model) under torch.manual_seed(seed): a zero-lr run keeps it
@@ -201,7 +201,7 @@ def test_lm_spectra_start_from_train_lms_init_and_track_its_weights():
 
 
 def test_lm_summary_and_configs():
-    from sims.spectral_bridge import (
+    from sims.sosd.bridge import (
         LM_EXPERIMENTS,
         lm_decay_start,
         lm_sosd_config,
@@ -250,8 +250,8 @@ def test_lm_summary_and_configs():
 def test_hf_callback_records_lora_updates_in_a_real_trainer(tmp_path):
     transformers = pytest.importorskip("transformers")
     peft = pytest.importorskip("peft")
-    from sims.spectral import hf_spectral_callback, singular_values
-    from sims.spectral_bridge import lora_matrices
+    from sims.sosd.spectral import hf_spectral_callback, singular_values
+    from sims.sosd.bridge import lora_matrices
 
     cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
                                    num_hidden_layers=1, num_attention_heads=2,
@@ -297,7 +297,7 @@ def test_peak_prominence_is_measured_from_the_higher_flanking_minimum():
 def test_lm_sosd_device_per_scale_and_errors_before_any_run(tmp_path, monkeypatch):
     import torch
 
-    import sims.spectral_bridge as B
+    import sims.sosd.bridge as B
 
     assert B.lm_sosd_config("wsd", scale="gpu").device == "cuda"  # the GPU configuration
     assert B.lm_sosd_config("wsd", scale="cpu").device == "cpu"
@@ -332,7 +332,7 @@ def test_value_init_option_reproduces_the_init_before_commit_4d1fae3():
     """
     jax = pytest.importorskip("jax")
     from sims.linear_attention.models import VALUE_INITS, init_params
-    from sims.spectral_bridge import LAStudyConfig
+    from sims.sosd.bridge import LAStudyConfig
 
     key = jax.random.PRNGKey(3)
     d, h = 4, 5

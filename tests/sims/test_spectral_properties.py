@@ -1,4 +1,4 @@
-"""Hypothesis properties of sims.spectral: statements of seed 002 that quantify over all inputs.
+"""Hypothesis properties of sims.sosd.spectral: statements of seed 002 that quantify over all inputs.
 
 * Lemma A.4 (any update, r = min(m, n)): ΔΣ ≤ (1+√r)||ΔW||_F / min(||W||_*), for every pair.
 * Lemma A.1: ||a/||a||_1 − b/||b||_1||_2 ≤ (1+√n)/min(||a||_1, ||b||_1) ||a − b||_2.
@@ -18,7 +18,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from sims.spectral import (
+from sims.sosd.spectral import (
     lemma_a4_bound,
     sd_variation,
     sd_variation_from_sigma,

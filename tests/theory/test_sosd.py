@@ -103,44 +103,44 @@ def test_printed_hitting_times_differ_from_corrected_ones_numerically():
 
 
 def test_lemma_a4_verdict_sees_a_wrong_library_bound(monkeypatch):
-    import sims.spectral
+    import sims.sosd.spectral
 
-    real = sims.spectral.lemma_a4_bound
-    monkeypatch.setattr(sims.spectral, "lemma_a4_bound", lambda a, b: 1.01 * real(a, b))
+    real = sims.sosd.spectral.lemma_a4_bound
+    monkeypatch.setattr(sims.sosd.spectral, "lemma_a4_bound", lambda a, b: 1.01 * real(a, b))
     r = sosd.check_lemma_a4(n_trials=60, with_toy=False)
     assert not r.holds and "disagrees with the direct formulas on 20 of 20" in r.detail
 
 
 def test_lemma_a4_verdict_sees_a_wrong_library_sd_variation(monkeypatch):
-    import sims.spectral
+    import sims.sosd.spectral
 
-    real = sims.spectral.sd_variation
-    monkeypatch.setattr(sims.spectral, "sd_variation", lambda a, b: real(a, b) + 1e-9)
+    real = sims.sosd.spectral.sd_variation
+    monkeypatch.setattr(sims.sosd.spectral, "sd_variation", lambda a, b: real(a, b) + 1e-9)
     assert not sosd.check_lemma_a4(n_trials=60, with_toy=False).holds
 
 
 def test_lemma_a4_verdict_sees_a_violation_in_the_toy_runs(monkeypatch):
-    import sims.sosd_toy
+    import sims.sosd.toy
 
-    real = sims.sosd_toy.train
+    real = sims.sosd.toy.train
 
     def inflated(cfg):
         ds = real(cfg)
         return ds.assign(a4_ratio=ds.a4_ratio * 10.0)
 
-    monkeypatch.setattr(sims.sosd_toy, "train", inflated)
+    monkeypatch.setattr(sims.sosd.toy, "train", inflated)
     assert not sosd.check_lemma_a4(n_trials=30).holds
 
 
 def test_hitting_time_claim_sees_a_wrong_library_implementation(monkeypatch):
-    import sims.sosd_toy
+    import sims.sosd.toy
 
-    real = sims.sosd_toy.theorem45_hitting_times
+    real = sims.sosd.toy.theorem45_hitting_times
 
     def wrong(c, **kw):
         tv, tq = real(c, **kw)
         return tv, tq * (1 + 1e-9)
 
-    monkeypatch.setattr(sims.sosd_toy, "theorem45_hitting_times", wrong)
+    monkeypatch.setattr(sims.sosd.toy, "theorem45_hitting_times", wrong)
     c, result, _ = theory.run_claim("sosd_thm45_hitting_times_corrected")
     assert c.verdict(result) is not E

@@ -61,7 +61,7 @@ def test_tiny_run_prints_a_table_and_saves(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "test loss median" in text and "runs with 0..d features" in text
     assert f"wrote {out}" in text and out.exists()
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     ds = read_netcdf(out)
     assert list(ds.method.values) == ["gd", "sam"] and ds.attrs["meta"]["config"]["n_runs"] == 2
@@ -92,7 +92,7 @@ def test_a_diverging_run_is_saved_and_reported(tmp_path, capsys):
     Now the result is written first (status failed, the trajectories up to the divergence), the
     table shows n/a where no run has a finite loss, and one error line says what diverged.
     """
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     out = tmp_path / "r.nc"
     args = "--runs 2 --steps 201 --paper-steps 101 --P 200 --d 2 --heads 2 --lr 5 --no-progress"
@@ -114,7 +114,7 @@ def test_a_proxy_diverging_into_nan_is_saved_and_reported_too(tmp_path, capsys):
     k-means++ seeding, a traceback with nothing saved. A run whose proxy diverged now selects
     nothing; the result is saved with status failed and one line reports the divergence.
     """
-    from sims.io import read_netcdf
+    from sims.runtime.io import read_netcdf
 
     out = tmp_path / "r.nc"
     args = "--runs 2 --steps 201 --paper-steps 101 --P 200 --d 2 --heads 2 --lr 2 --no-progress"

@@ -84,7 +84,7 @@ def test_gradient_flow_matches_scalar_ode():
 
 
 def test_result_netcdf_roundtrip(tmp_path, tiny_data):
-    from sims.io import provenance, read_netcdf, write_netcdf
+    from sims.runtime.io import provenance, read_netcdf, write_netcdf
 
     p = init_params(jax.random.PRNGKey(0), 3, 2)
     res = train(p, empirical_moments(tiny_data), 20, record_every=5, attrs={"note": "x"})

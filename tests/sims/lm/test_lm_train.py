@@ -5,7 +5,7 @@ import pytest
 import torch
 import xarray as xr
 
-from sims.io import read_netcdf, write_netcdf
+from sims.runtime.io import read_netcdf, write_netcdf
 from sims.lm import CorpusConfig, GPTConfig, LMTrainConfig, lr_factor, train_lm
 from sims.optim import NonFiniteGradientError
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 import xarray as xr
 
-from sims.io import read_netcdf
+from sims.runtime.io import read_netcdf
 from sims.markov import experiments as X
 
 
@@ -45,7 +45,7 @@ def test_figure_run_resumes_from_its_job_store_and_loads_without_computing(tmp_p
     assert run.path(tmp_path, "paper") == path
     parts = path.with_suffix(".parts")
     # an interrupted sweep left job 1 in the store: the rerun reuses it and removes the store
-    from sims.parallel import JobStore
+    from sims.runtime.parallel import JobStore
 
     JobStore(parts).save(("job", 1), _toy(5.0))
     ds = run.run(tmp_path, "paper", device="cpu")

@@ -5,7 +5,7 @@ import pytest
 import torch
 import xarray as xr
 
-from sims.io import provenance, read_netcdf, write_netcdf
+from sims.runtime.io import provenance, read_netcdf, write_netcdf
 from sims.markov.chain import ChainConfig, MarkovChain, make_dataset
 from sims.markov.train import (
     ExperimentConfig,
