@@ -45,8 +45,8 @@ def main(argv=None) -> int:
         "--steps", type=positive_int, default=60000, help="GD/SAM steps per job (default 60000)"
     )
     a = p.parse_args(argv)
-    from sims.runtime.executors import close_clusters
     from sims.markov.beyond import _ode_stage_times
+    from sims.runtime.executors import close_clusters
     from sims.runtime.parallel import use_executor
 
     os.environ["SBT_WORKERS"] = "2"  # the pool's size, as dask-local:2

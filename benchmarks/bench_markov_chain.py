@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from sims.runtime.cli import ArgumentParser, positive_int
 from sims.markov.chain import ChainConfig, MarkovChain, best_restricted_log_probs
+from sims.runtime.cli import ArgumentParser, positive_int
 
 
 def main(argv=None) -> int:

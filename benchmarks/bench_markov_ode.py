@@ -10,8 +10,8 @@ import json
 import os
 import time
 
-from sims.runtime.cli import ArgumentParser, positive_int
 from sims.markov.tensor_dynamics import FlowConfig, solve_flow, stage_times
+from sims.runtime.cli import ArgumentParser, positive_int
 
 
 def main(argv=None) -> int:

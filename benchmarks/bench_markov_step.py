@@ -17,8 +17,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from sims.runtime.cli import ArgumentParser, positive_int
 from sims.markov.models import FullConfig, MinimalConfig, build_model, param_groups
+from sims.runtime.cli import ArgumentParser, positive_int
 
 
 def main(argv=None) -> int:

@@ -1,10 +1,11 @@
-"""Throughput of the program-of-thought sandbox (``llm_validation.evaluate.execution``): programs per second.
+"""Throughput of the program-of-thought sandbox (``llm_validation.evaluate.execution``): programs
+per second.
 
 Runs the corpus's own program-of-thought solutions (a few lines each, ``print`` at the end)
-through :func:`llm_validation.evaluate.execution.run_programs`, with and without the root-only isolation
-layers, interleaved over ``--reps`` repetitions (the best repetition is reported: other jobs on
-a shared machine only slow a run down). Prints the layers in force, the load average, and a last
-line ``programs_per_s=... (target >= 20 on 2 cores)``. Issue 20 asks for >= 20 programs/s on
+through :func:`llm_validation.evaluate.execution.run_programs`, with and without the root-only
+isolation layers, interleaved over ``--reps`` repetitions (the best repetition is reported: other
+jobs on a shared machine only slow a run down). Prints the layers in force, the load average, and a
+last line ``programs_per_s=... (target >= 20 on 2 cores)``. Issue 20 asks for >= 20 programs/s on
 2 cores.
 
     python benchmarks/bench_sandbox.py                 # 200 programs, default workers

@@ -77,7 +77,7 @@ class FigureSpec:
         return is_available(self.extra)
 
     def require(self) -> None:
-        """Raise :class:`sims.runtime.extras.MissingExtraError` if this figure's extra is missing."""
+        """Raise :class:`sims.runtime.extras.MissingExtraError` if this figure's extra is gone."""
         from sims.runtime.extras import require
 
         require(self.extra, what=f"figure {self.name!r}")
@@ -124,9 +124,9 @@ def figure_main(
 ) -> int:
     """Command-line wrapper shared by every figure module's ``main``.
 
-    The package's CLI contract (:mod:`sims.runtime.cli`): bad input, a missing extra or an unreadable
-    saved result is one line and exit 2, before anything is written; Ctrl-C is one line and
-    exit 130 (results already computed are kept: each is saved as soon as it is done).
+    The package's CLI contract (:mod:`sims.runtime.cli`): bad input, a missing extra or an
+    unreadable saved result is one line and exit 2, before anything is written; Ctrl-C is one line
+    and exit 130 (results already computed are kept: each is saved as soon as it is done).
     """
     from sims.runtime.cli import run_cli
 

@@ -8,8 +8,8 @@ files. An unknown ``$MARKOV_SCALE`` is a one-line error with exit status 2.
 
 The result is run or loaded by :meth:`sims.markov.experiments.FigureRun.run`, as the GPU
 campaign does: a ``compute`` that takes a ``store`` argument (the multi-run sweeps) gets a
-:class:`sims.runtime.parallel.JobStore` next to its result file (``<result>.parts/``): finished runs are
-kept there while the sweep runs, so an interrupted sweep resumes; it is removed once the result
+:class:`sims.runtime.parallel.JobStore` next to its result file (``<result>.parts/``): finished runs
+are kept there while the sweep runs, so an interrupted sweep resumes; it is removed once the result
 file is written, and cleared first by ``--recompute``.
 """
 

@@ -115,10 +115,10 @@ def plot(ds, out: Path, tag: str = "", ep5: dict | None = None) -> list[Path]:
     """The paired differences behind the findings page's confirmation rows.
 
     (a) average accuracy (the paper's metric) for every comparison the page judges, with the
-    equivalence band (± :data:`llm_validation.experiments.confirm.ACCURACY_MARGIN`) behind the no-effect
-    claims; (b) worst-source held-out loss at 3 epochs and, from ``ep5`` (the 5-epoch run's
-    :func:`~figures.report.sources.confirm_numbers`; labelled when it ran at another scale), at
-    5; (c) mean held-out loss (the companion metric; band ± half the main effect); (d)
+    equivalence band (± :data:`llm_validation.experiments.confirm.ACCURACY_MARGIN`) behind the
+    no-effect claims; (b) worst-source held-out loss at 3 epochs and, from ``ep5`` (the 5-epoch
+    run's :func:`~figures.report.sources.confirm_numbers`; labelled when it ran at another scale),
+    at 5; (c) mean held-out loss (the companion metric; band ± half the main effect); (d)
     per-source change against the source's FT loss; (e) FT+UP − FT per
     seed, entropy of learning times vs accuracy; (f) held-out loss levels (FT, random, easy,
     hard). Blue: the 95 % interval excludes 0; grey: it contains 0.

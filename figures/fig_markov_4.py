@@ -58,7 +58,8 @@ def run_one(job: tuple[str, str, float, int]):
 def compute(scale: str, store=None):
     """One seed per u (m = 1.7), several seeds per m (u = 1); stacked on a ``run`` dimension.
 
-    ``store``: a :class:`sims.runtime.parallel.JobStore` keeping finished runs (resume after a crash).
+    ``store``: a :class:`sims.runtime.parallel.JobStore` keeping finished runs (resume after a
+        crash).
     """
     import xarray as xr
 

@@ -35,7 +35,8 @@ SELECT_ON = ("loss", "excess")  # the paper's selection, and the Bayes-loss-corr
 def compute(scale: str, store=None):
     """ODE GD/SAM sweep + minimal-model AdamW/SAM/upsampling runs over seeds, merged.
 
-    ``store``: a :class:`sims.runtime.parallel.JobStore` keeping finished seeds (resume after a crash).
+    ``store``: a :class:`sims.runtime.parallel.JobStore` keeping finished seeds (resume after a
+        crash).
     """
     import xarray as xr
 

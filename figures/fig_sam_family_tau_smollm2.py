@@ -5,16 +5,17 @@ on a real pretrained LM? τ_logit, τ_func, τ_cross and λ_max(H_L) (Lanczos fr
 on a fixed held-out probe of generated math problems (the pipeline's corpus, prompt format and
 response-token loss), at step 0 (the LoRA initialization, B = 0) and along a short LoRA
 fine-tune through the pipeline (:func:`llm_validation.train.finetune.finetune`; AdamW, cosine
-schedule), measured by :func:`llm_validation.experiments.sharpness.sharpness_along_finetune` with respect
-to (i) the trainable LoRA adapters and (ii) the last decoder block's feed-forward weights
+schedule), measured by :func:`llm_validation.experiments.sharpness.sharpness_along_finetune` with
+respect to (i) the trainable LoRA adapters and (ii) the last decoder block's feed-forward weights
 (base coordinates; adapters held at their current values). Exact products in float32, each
 checked against an independent Hessian-vector product (``check_residual``).
 
 CPU scale: rank 8 (α 32) on the attention projections, 120 examples at batch 4 (30 steps,
 lr 2e-4), probe of 4 sequences of ≤ 128 tokens, measurements at steps 0, 10, 20, 30, Lanczos
 5; about 15-20 min on one core. ``--quick``: a 2-layer Llama built from a config
-(:mod:`llm_validation.models.tiny`), seconds. Reads ``results/sam_family/smollm2/cpu/tau_smollm2.nc``
-(resumable: per-step measurements and checkpoints live beside it).
+(:mod:`llm_validation.models.tiny`), seconds. Reads
+``results/sam_family/smollm2/cpu/tau_smollm2.nc`` (resumable: per-step measurements and checkpoints
+live beside it).
 """
 
 from __future__ import annotations

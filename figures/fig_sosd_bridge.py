@@ -95,8 +95,8 @@ def compute_la_pooled(results_dir, *, seeds: Sequence[int] = POOLED_SEEDS,
 def compute_markov(results_dir, *, seeds: Sequence[int] = MARKOV_SEEDS, quick: bool = False,
                    progress: bool = False) -> list[Path]:  # fmt: skip
     """Run the Markov study for each seed (skipping seeds already saved)."""
-    from sims.runtime.io import provenance, write_netcdf
     from sims.markov.experiments import minimal_exp, reseed, sweep_exp
+    from sims.runtime.io import provenance, write_netcdf
     from sims.sosd.bridge import markov_study
 
     base = minimal_exp("quick") if quick else sweep_exp("cpu")

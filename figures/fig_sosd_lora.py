@@ -4,8 +4,8 @@ LoRA fine-tuning through the pipeline's public API (:func:`llm_validation.train.
 rank 8, alpha 32 on the attention projections, AdamW, cosine schedule with 3% warm-up) on the
 pipeline's procedurally generated MathInstruct-like corpus
 (:func:`llm_validation.data.corpus.generate_corpus`), with
-:func:`sims.sosd.spectral.hf_spectral_callback` recording the adapters ``A`` (r × in), ``B`` (out × r)
-and their update ``ΔW = (α/r)·B A`` every ``EVERY`` steps (:func:`sims.sosd.bridge.
+:func:`sims.sosd.spectral.hf_spectral_callback` recording the adapters ``A`` (r × in), ``B`` (out ×
+r) and their update ``ΔW = (α/r)·B A`` every ``EVERY`` steps (:func:`sims.sosd.bridge.
 lora_matrices`). ``B`` and ``ΔW`` start at zero: their spectra exist from the first step on.
 
 Reads ``results/sosd_lora/<scale>/spectra.nc`` (+ ``loss.json``); computes it when missing. CPU
@@ -31,7 +31,9 @@ FIGURE = FigureSpec(
     title="SoSD of LoRA adapters fine-tuning SmolLM2-135M-Instruct",
     paper_ref="seed 002 x main paper Sec. 6 (beyond the papers)",
     result_file="sosd_lora/cpu/spectra.nc",
-    producer="figures.fig_sosd_lora.compute() (llm_validation.train.finetune + hf_spectral_callback)",
+    producer=(
+        "figures.fig_sosd_lora.compute() (llm_validation.train.finetune + hf_spectral_callback)"
+    ),
     extra="models",
 )
 
@@ -50,8 +52,8 @@ def compute(results_dir, *, quick: bool = False, progress: bool = False) -> Path
     from llm_validation.data.records import Example
     from llm_validation.train.finetune import finetune
     from sims.runtime.io import provenance, write_json, write_netcdf
-    from sims.sosd.spectral import hf_spectral_callback
     from sims.sosd.bridge import lora_matrices
+    from sims.sosd.spectral import hf_spectral_callback
 
     scale = "quick" if quick else "cpu"
     s = SCALES[scale]

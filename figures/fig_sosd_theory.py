@@ -40,8 +40,8 @@ def compute(*, quick: bool = False):
     """All panel data as one ``xarray.Dataset``."""
     import xarray as xr
 
-    from sims.sosd.toy import theorem45_hitting_times
     from sims.sosd.spectral import lemma_a4_bound, sd_variation
+    from sims.sosd.toy import theorem45_hitting_times
     from theory.sosd import _matrix_pairs, _softmax
 
     rng = np.random.default_rng(0)

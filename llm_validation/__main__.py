@@ -13,10 +13,10 @@ A command is an object with ``HELP`` (one line), ``add_arguments(parser)`` and
 :data:`MODULE_COMMANDS` and imported only when they run (or when the top-level ``--help`` lists
 them), so ``--help`` stays fast and a module's optional dependencies stay optional.
 
-Contract (as every CLI of the package, :mod:`sims.runtime.cli`): bad input (flags, config, environment
-variables, an existing file where a folder is meant) exits 2 with one line before anything is
-written; Ctrl-C exits 130 with one line and keeps finished stages and checkpoints; a failed
-run leaves no empty folder behind.
+Contract (as every CLI of the package, :mod:`sims.runtime.cli`): bad input (flags, config,
+environment variables, an existing file where a folder is meant) exits 2 with one line before
+anything is written; Ctrl-C exits 130 with one line and keeps finished stages and checkpoints; a
+failed run leaves no empty folder behind.
 """
 
 from __future__ import annotations
@@ -319,8 +319,8 @@ def available_memory() -> int:
 
 def _confirm_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", choices=("cpu", "gpu", "gpu-scratch", "quick"), default="cpu",
-                   help="scale (llm_validation.experiments.confirm.SCALES; quick: a smoke run of every "
-                        "stage)")  # fmt: skip
+                   help="scale (llm_validation.experiments.confirm.SCALES; quick: a smoke run of "
+                        "every stage)")  # fmt: skip
     p.add_argument("--seeds", type=seed_list, default=None,
                    help="distinct non-negative seeds, comma-separated (default: the scale's, "
                         "cpu: 0-4)")  # fmt: skip
@@ -473,8 +473,8 @@ def build_parser(command: str | None = None) -> ArgumentParser:
 def check_env() -> None:
     """Validate the environment variables the pipeline reads (before any work).
 
-    ``SBT_WORKERS`` (as every CLI: :func:`sims.runtime.parallel.check_workers_env`), ``SBT_MODEL_CACHE``
-    (a folder, not a file) and the launcher's ``RANK``/``WORLD_SIZE`` (integers,
+    ``SBT_WORKERS`` (as every CLI: :func:`sims.runtime.parallel.check_workers_env`),
+    ``SBT_MODEL_CACHE`` (a folder, not a file) and the launcher's ``RANK``/``WORLD_SIZE`` (integers,
     ``0 <= RANK < WORLD_SIZE``).
 
     Raises:

@@ -33,8 +33,9 @@ import numpy as np
 import xarray as xr
 
 from sims.runtime.cli import ArgumentParser, Estimate, UsageError, check_resources, run_cli
-from .entropy import majorization, shannon_entropy
 from sims.runtime.io import ensure_writable, provenance, to_jsonable, write_json, write_netcdf
+
+from .entropy import majorization, shannon_entropy
 from .sam_entropy_plots import plot, plot_sweep
 from .scalar_odes import (
     SQRT3,

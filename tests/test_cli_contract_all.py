@@ -80,7 +80,8 @@ class Cli:
     executor: bool = False
 
 
-LLM_INPUTS = ("llm_validation.experiments.pipeline:check_inputs",)  # reads the training file and the models
+#: reads the training file and the models
+LLM_INPUTS = ("llm_validation.experiments.pipeline:check_inputs",)
 CLIS = [
     Cli("sims.sam_entropy", "sims.sam_entropy", args=("--no-plot",), bad=("--dim", "1"),
         huge=("--dim", "1000000000"), work="sims.sam_entropy:check_theorem"),
@@ -123,14 +124,15 @@ CLIS = [
         bad=("--results", "{file}/sub"), work="figures.fig_sam_entropy:make",
         corrupt=(None, "sam_entropy/sam_entropy_quick.nc"), executor=True),
     *[Cli(f"llm_validation {step}", "llm_validation.__main__", (step,), ("--run-dir", "dir"),
-          bad=("--set", "no_such_key=1"), work="llm_validation.experiments.pipeline:stage_functions",
-          extra=("llm",), stubs=LLM_INPUTS) for step in LLM_STEPS],
+          bad=("--set", "no_such_key=1"),
+          work="llm_validation.experiments.pipeline:stage_functions", extra=("llm",),
+          stubs=LLM_INPUTS) for step in LLM_STEPS],
     Cli("llm_validation finetune", "llm_validation.__main__", ("finetune",), ("--run-dir", "dir"),
         bad=("--set", "no_such_key=1"), work="llm_validation.experiments.pipeline:run_finetune",
         extra=("llm",), stubs=LLM_INPUTS),
     Cli("llm_validation run-all", "llm_validation.__main__", ("run-all",), ("--run-dir", "dir"),
-        bad=("--set", "no_such_key=1"), work="llm_validation.experiments.pipeline:run_all", extra=("llm",),
-        stubs=LLM_INPUTS),
+        bad=("--set", "no_such_key=1"), work="llm_validation.experiments.pipeline:run_all",
+        extra=("llm",), stubs=LLM_INPUTS),
     Cli("llm_validation show-config", "llm_validation.__main__", ("show-config",), None,
         bad=("--set", "no_such_key=1"), extra=("llm",)),
     Cli("llm_validation models", "llm_validation.__main__", ("models",), None, extra=("llm",)),
@@ -143,8 +145,8 @@ CLIS = [
         huge=("--n-train", "10000000000"), work="llm_validation.data.corpus:write_corpus",
         extra=("llm",), seed="--seed"),
     Cli("llm_validation confirm", "llm_validation.__main__", ("confirm",),
-        bad=("--seeds", "x"), work="llm_validation.experiments.confirm:run_confirmation", extra=("llm",),
-        seeds="--seeds", executor=True),
+        bad=("--seeds", "x"), work="llm_validation.experiments.confirm:run_confirmation",
+        extra=("llm",), seeds="--seeds", executor=True),
     Cli("llm_validation demo", "llm_validation.__main__", ("demo",), args=("--size", "tiny"),
         bad=("--size", "huge"), work="llm_validation.experiments.demo:run_demo", extra=("llm",)),
     *[Cli(name, module, prefix, args=("--size", "mini", "--stage", "preflight", "--no-emulate"),
@@ -671,7 +673,8 @@ def test_benchmark_counts_are_typed():
     ok = {"positive_int", "non_negative_int", "positive_float", "Path", "str"}
     bare = [(p.name, flag, t) for p in _benchmarks() for flag, t in _benchmark_flags(p)
             if t not in ok]  # fmt: skip
-    assert not bare, f"use sims.runtime.cli.positive_int / non_negative_int / positive_float: {bare}"
+    assert not bare, f"use sims.runtime.cli's positive_int / non_negative_int / positive_float: " \
+        f"{bare}"
     for p in _benchmarks():
         assert "ArgumentParser(" in p.read_text() and "argparse.ArgumentParser(" not in (
             p.read_text()), f"{p.name}: parse with sims.runtime.cli.ArgumentParser"

@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = [
-    "sims.entropy", "sims.scalar_odes", "sims.sam_entropy", "sims.runtime.io", "sims.runtime.extras", "sims.runtime.cli",
+    "sims.entropy", "sims.scalar_odes", "sims.sam_entropy", "sims.runtime.io",
+    "sims.runtime.extras", "sims.runtime.cli",
     "theory.verify",
 ]  # fmt: skip
 

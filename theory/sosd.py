@@ -384,8 +384,8 @@ def check_lemma_a4(n_trials: int = 1000, seed: int = 3, sqrt_of: str = "min",
                        f"{fails} violations; max sampled ΔΣ/bound = {sampled:.3g}{toy}; "
                        f"degenerate-spectrum family: max {fam[r_fam]:.4f} at r = {r_fam} "
                        f"(√(r−1)/(1+√r)); adversarial search: max {adv:.4f} ({where}); "
-                       f"sims.sosd.spectral disagrees with the direct formulas on {lib_mismatch} of 20 "
-                       "pairs")  # fmt: skip
+                       f"sims.sosd.spectral disagrees with the direct formulas on {lib_mismatch} "
+                       "of 20 pairs")  # fmt: skip
 
 
 @claim("sosd_lemma_a4", f"{REF}, Lemma A.4 (Eq. 18)",

@@ -28,9 +28,9 @@ def seed_path(results_dir, fig: str, seed: int) -> Path:
 
 def run(results_dir, figs: Sequence[str], seeds: Sequence[int], *, progress=print) -> list[Path]:
     """Train every missing (figure, seed) run at the CPU scale and save it."""
-    from sims.runtime.io import provenance, write_netcdf
     from sims.markov import experiments as X
     from sims.markov.train import train
+    from sims.runtime.io import provenance, write_netcdf
 
     out = []
     for fig in figs:

@@ -290,11 +290,11 @@ def paired_per_seed(pairs: dict, a: str, b: str, metric: str) -> list[float] | N
 def confirm_numbers(ds) -> dict:
     """The confirmation's paired differences, entropies and hard cluster, from its aggregate.
 
-    Uses :mod:`llm_validation.experiments.confirm`'s own metrics and intervals (``paired_ci``), so the page
-    and ``report.md`` agree. Pairs are ``"a-b"`` for :data:`llm_validation.experiments.confirm._PAIRS`
-    (plus the ones against FT), each with ``accuracy`` and ``worst_accuracy`` (the worst
-    held-out source's, points), ``mean_loss`` and ``worst_loss`` (nats/token):
-    ``{mean, lo, hi, per_seed}``.
+    Uses :mod:`llm_validation.experiments.confirm`'s own metrics and intervals (``paired_ci``), so
+    the page and ``report.md`` agree. Pairs are ``"a-b"`` for
+    :data:`llm_validation.experiments.confirm._PAIRS` (plus the ones against FT), each with
+    ``accuracy`` and ``worst_accuracy`` (the worst held-out source's, points), ``mean_loss`` and
+    ``worst_loss`` (nats/token): ``{mean, lo, hi, per_seed}``.
     """
     from llm_validation.experiments import confirm as C
 

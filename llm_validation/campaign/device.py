@@ -23,8 +23,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from llm_validation.campaign import carry
-from llm_validation.campaign import plan
+from llm_validation.campaign import carry, plan
 from llm_validation.campaign.plan import balanced_parts
 
 __all__ = [
@@ -137,8 +136,8 @@ def prepare_carry(
         What was prepared (wheel files, the manifest, part sizes, the tree's size).
 
     Raises:
-        llm_validation.campaign.carry.CarryError: for a failed download, a hash mismatch, or parts that
-            cannot fit beside the working tree.
+        llm_validation.campaign.carry.CarryError: for a failed download, a hash mismatch, or parts
+            that cannot fit beside the working tree.
     """
     from llm_validation.campaign.stages import SMOLLM2_GGUF
 

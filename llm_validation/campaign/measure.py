@@ -8,7 +8,8 @@ One implementation of each measurement, used by ``benchmarks/bench_llm_throughpu
   SmolLM2-135M's configuration (same shapes, hence the same cost, as the pretrained model);
 * :func:`loss_recording_rate`, :func:`training_rate`, :func:`generation_rate`: the pipeline's
   hot loops (proxy loss recording, a fine-tuning step, greedy generation) on real code paths
-  (:func:`llm_validation.train.trainer.per_example_losses`, :func:`llm_validation.evaluate.generation.generate`);
+  (:func:`llm_validation.train.trainer.per_example_losses`,
+  :func:`llm_validation.evaluate.generation.generate`);
 * :func:`optimizer_step_cost` and :func:`optimizer_cost_table`: step time and peak memory of
   every optimizer of :func:`sims.optim.build_optimizer` on a :mod:`sims.lm` decoder, relative to
   AdamW (main paper Fig. 2: FSAM ~6x AdamW's time and ~2x its memory).
@@ -213,7 +214,9 @@ def training_rate(
 def generation_rate(
     model, tokenizer, prompts: Sequence[str], *, new_tokens: int = 256, batch_size: int = 32
 ) -> dict[str, Any]:
-    """Problems/s of greedy generation (:func:`llm_validation.evaluate.generation.generate`, no stop strings).
+    """Problems/s of greedy generation (:func:`~llm_validation.evaluate.generation.generate`).
+
+    No stop strings.
 
     A randomly initialised model almost never emits EOS, so every problem gets ``new_tokens``
     tokens: the worst case of the evaluation loop.

@@ -58,7 +58,8 @@ MARGIN = 3 * carry.MIB
 #: What comes back from every command: the campaign's pack and its log, at ``$OUT``'s top.
 RETURNS = ("summary.json", "campaign-results.tar.gz", "campaign.log")
 #: Sizes used before ``--prepare-carry`` has run (measured 2026-11-27): the six wheels of
-#: :data:`llm_validation.campaign.carry.WHEELS` for the image, SmolLM2-135M-Instruct Q4_1, its tokenizer.
+#: :data:`llm_validation.campaign.carry.WHEELS` for the image, SmolLM2-135M-Instruct Q4_1, its
+# tokenizer.
 EST_WHEELS = 12_729_000
 EST_GGUF = 98_360_000
 EST_TOKENIZER = 3_700_000
@@ -205,8 +206,8 @@ def plan_leases(
         timeout_s: each command's ``timeout_s``.
 
     Raises:
-        llm_validation.campaign.carry.CarryError: when a stage fits no lease or a command breaks a limit
-            (64 MiB, 8 carry paths, 2,000 characters).
+        llm_validation.campaign.carry.CarryError: when a stage fits no lease or a command breaks a
+            limit (64 MiB, 8 carry paths, 2,000 characters).
     """
     gate = [s for s in stages if s.gate]
     work = [s for s in stages if not s.gate]

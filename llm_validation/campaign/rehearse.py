@@ -37,8 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from llm_validation.campaign import carry
-from llm_validation.campaign import plan
+from llm_validation.campaign import carry, plan
 
 __all__ = [
     "TIME_SCALE",

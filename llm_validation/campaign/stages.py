@@ -85,7 +85,9 @@ PREFLIGHT_SIZES = {
     "mini": dict(
         matmul_n=128,
         matmul_reps=2,
-        modules=["sims.runtime.io", "llm_validation.campaign.carry", "llm_validation.evaluate.scoring"],
+        modules=[
+            "sims.runtime.io", "llm_validation.campaign.carry", "llm_validation.evaluate.scoring"
+        ],
     ),
 }
 
@@ -94,7 +96,8 @@ def import_check(modules, *, emulate: bool, allowed=(), timeout: float = 300) ->
     """Import ``modules`` (``"all"``: every module of the four packages) in a fresh interpreter.
 
     With ``emulate``, only the image's packages and the folders in ``allowed`` are importable
-    (:func:`llm_validation.campaign.carry.emulate_image`). Returns ``{module: error}`` for the failures.
+    (:func:`llm_validation.campaign.carry.emulate_image`). Returns ``{module: error}`` for the
+    failures.
     """
     spec = json.dumps(
         {"modules": modules, "emulate": emulate, "allowed": [str(a) for a in allowed]}
@@ -697,13 +700,15 @@ GPU_SCRATCH_SCALE = "gpu-scratch"
 
 
 def confirm_config(ctx: Context, model: str, spec: str | None = None):
-    """The confirmation's :class:`~llm_validation.experiments.confirm.ConfirmConfig` at ``ctx.size``.
+    """The confirmation's :class:`~llm_validation.experiments.confirm.ConfirmConfig` at a size.
+
+    The size is ``ctx.size``.
 
     * ``gpu`` + ``smollm2``: the ``gpu`` scale with SmolLM2-135M-Instruct (the only real model
       that can be carried) as target and proxy (proxy = target, the paper's Fig. 4a setting),
       LoRA r=128, 2000 fine-tuning problems, 100 per benchmark, 300 held-out problems.
-    * ``gpu`` + ``scratch``: :mod:`llm_validation.experiments.confirm`'s ``gpu-scratch`` scale (from-scratch
-      models sized for an H100, nothing carried).
+    * ``gpu`` + ``scratch``: :mod:`llm_validation.experiments.confirm`'s ``gpu-scratch`` scale
+      (from-scratch models sized for an H100, nothing carried).
     * ``toy`` / ``mini``: the ``quick`` scale (three seeds / one seed).
     Variants: :data:`CONFIRM_VARIANTS` (``mini``: FT, FT+UP); 3 seeds (``mini``: one).
     """
@@ -1065,8 +1070,9 @@ STAGES = (
         "x 3 seeds (accuracy and held-out loss); nothing carried but the wheels",
         510,
         "wheels (math-verify); nothing else: models pre-trained on the generated corpus here",
-        "llm_validation.experiments.confirm's gpu-scratch scale (its sizing, not run): pre-training of a "
-        "~27M-parameter target (width 512, 8 layers) and a ~1M proxy on 60,000 generated "
+        "llm_validation.experiments.confirm's gpu-scratch scale (its sizing, not run): "
+        "pre-training of a ~27M-parameter target (width 512, 8 layers) and a ~1M proxy on 60,000 "
+        "generated "
         "problems, 3 proxy runs, 15 fine-tunes + evaluations, 4 processes sharing the GPU; "
         "resumes from its job store while the machine is warm",
         confirm,

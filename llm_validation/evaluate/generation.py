@@ -3,12 +3,12 @@
 Prompts are the Alpaca no-input template around each question (zero-shot, as MAmmoTH and the
 paper); generation is greedy, batched over length-sorted prompts with left padding, and stops
 at MAmmoTH's stop strings (the completion is cut before the first one). Answers are extracted
-and scored by :mod:`llm_validation.evaluate.scoring`; program-of-thought completions (MAmmoTH's test: they
-contain ``print(``) are run in the sandbox of :mod:`llm_validation.evaluate.execution` and scored on what
-they print (``execute=False``: on their text). Per benchmark the predictions (question, gold,
-completion, whether it is a program and what it printed, the extracted answer and verdict, and
-the answer and verdict from the text alone) are written as JSONL and the accuracy as JSON, both
-atomically; a benchmark already scored is not generated again.
+and scored by :mod:`llm_validation.evaluate.scoring`; program-of-thought completions (MAmmoTH's
+test: they contain ``print(``) are run in the sandbox of :mod:`llm_validation.evaluate.execution`
+and scored on what they print (``execute=False``: on their text). Per benchmark the predictions
+(question, gold, completion, whether it is a program and what it printed, the extracted answer and
+verdict, and the answer and verdict from the text alone) are written as JSONL and the accuracy as
+JSON, both atomically; a benchmark already scored is not generated again.
 
 :func:`accuracy_table` prints the accuracies in the layout of the paper's Table 2 (rows: the
 benchmarks with their sizes and the average; columns: PT / FT / FT+UP or any settings), the

@@ -114,8 +114,8 @@ def _shown(path: Path) -> str:
 
 
 def _model_config(size: DemoSize, hidden: int, layers: int):
-    from llm_validation.train.scratch import PretrainConfig
     from llm_validation.models.tiny import TinySize
+    from llm_validation.train.scratch import PretrainConfig
 
     return PretrainConfig(
         size=TinySize(hidden=hidden, layers=layers, heads=4, kv_heads=2,
@@ -158,10 +158,10 @@ def run_demo(out: str | os.PathLike, *, size: str = "small", quiet: bool = False
     # absolute: the config's paths are read relative to its own folder (llm_validation.config),
     # so a relative --out written into it would be joined twice
     out = Path(out).expanduser().resolve()
-    from llm_validation.experiments import pipeline
     from llm_validation.config import load_config
     from llm_validation.data.corpus import write_corpus
     from llm_validation.data.records import load_mathinstruct
+    from llm_validation.experiments import pipeline
     from llm_validation.train.scratch import pretrain_from_scratch
     from sims.runtime.io import atomic_path, ensure_writable
 

@@ -125,8 +125,8 @@ def plan(cfg: PipelineConfig) -> str:
     Raises:
         DataFormatError, ValueError: the same input errors a real run would hit first.
     """
-    from llm_validation.train.finetune import plan_finetune
     from llm_validation.models.registry import describe_model
+    from llm_validation.train.finetune import plan_finetune
     from llm_validation.train.proxy import plan_proxy
 
     lines = [f"run folder: {cfg.run_dir}"]
@@ -211,8 +211,8 @@ def check_inputs(cfg: PipelineConfig, step: str = "run-all", settings=None) -> N
     Raises:
         ValueError, DataFormatError, FileNotFoundError: naming the config key and the fix.
     """
-    from llm_validation.train.finetune import plan_finetune
     from llm_validation.models.registry import check_model_spec
+    from llm_validation.train.finetune import plan_finetune
     from llm_validation.train.proxy import plan_proxy
 
     if step == "run-all":
@@ -633,8 +633,8 @@ def run_evaluate(cfg: PipelineConfig, *, quiet: bool = False) -> dict:
     if _rank() != 0:
         return {}
     from llm_validation.evaluate.generation import evaluate_benchmarks
-    from llm_validation.train.finetune import load_finetuned
     from llm_validation.models.registry import load_model
+    from llm_validation.train.finetune import load_finetuned
 
     benches = load_benchmarks(cfg)
     e = cfg.evaluate

@@ -347,8 +347,8 @@ class SharpnessRecorder(TrainerCallback):
 
     def record(self, model, step: int) -> dict:
         """Measure ``model`` now and save it as ``step`` (skipped when already saved)."""
-        from sims.runtime.io import write_json
         from sims.optim.diagnostics import logit_statistics
+        from sims.runtime.io import write_json
 
         if self.path(step).exists():
             return self.load(step)
@@ -473,8 +473,8 @@ def sharpness_along_finetune(
         ValueError: for ``cfg.lora`` false, steps outside the run, an empty probe, an unknown
             parameter set (checked on the loaded model, before training).
     """
-    from llm_validation.train.finetune import finetune, plan_finetune
     from llm_validation.models.registry import load_model
+    from llm_validation.train.finetune import finetune, plan_finetune
 
     if not getattr(cfg, "lora", False):
         raise ValueError(

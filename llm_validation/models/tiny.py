@@ -3,8 +3,9 @@
 Everything here is offline: the tokenizer is a byte-level BPE trained with ``tokenizers`` on
 texts passed in (digits split one per token, so arithmetic is learnable by a few-million
 parameter model), and models are standard Hugging Face architectures built from configs
-(randomly initialized), saved as ordinary HF folders that :func:`llm_validation.models.registry.load_model`
-loads like any pretrained model. The same pipeline therefore runs on them and on real models.
+(randomly initialized), saved as ordinary HF folders that
+:func:`llm_validation.models.registry.load_model` loads like any pretrained model. The same pipeline
+therefore runs on them and on real models.
 
 Families (:data:`FAMILIES`): ``llama``, ``gemma3``, ``gpt_neox`` (Pythia), ``qwen3``, ``phi``
 (Phi-2) and ``phi3``: the architectures of the paper's models (Qwen3, Llama 3.2, Gemma 3, Phi-2;
@@ -167,7 +168,8 @@ def make_tiny_model(
     """Build a randomly initialized ``family`` decoder, save it with ``tokenizer`` in ``folder``.
 
     Returns:
-        ``folder`` as a Path (an HF folder that :func:`llm_validation.models.registry.load_model` takes).
+        ``folder`` as a Path (an HF folder that :func:`llm_validation.models.registry.load_model`
+        takes).
     """
     import torch
     from transformers import AutoModelForCausalLM

@@ -7,8 +7,8 @@ Each function takes a :class:`SAMStudy` (the shared run: model, corpus, steps, l
 returns an ``xr.Dataset`` with named dims (``optimizer``, ``seed``, ``rho``, ``step``; not
 ``method``, which ``Dataset.sel`` takes as its own keyword) and the study
 config in ``attrs``. Runs are independent jobs for :func:`sims.runtime.parallel.pmap` (a
-:class:`~sims.runtime.parallel.JobStore` keeps finished ones, so an interrupted sweep resumes), and the
-final weights of the Table 1 runs are saved for :func:`final_sharpness`.
+:class:`~sims.runtime.parallel.JobStore` keeps finished ones, so an interrupted sweep resumes), and
+the final weights of the Table 1 runs are saved for :func:`final_sharpness`.
 
 Every method of a seed starts from the same initialization and sees the same batches in the same
 order (both are functions of the seed only), so differences between methods are paired.

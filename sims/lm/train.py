@@ -18,10 +18,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from sims.runtime.devices import check_device
 from sims.optim import SAMFamily, build_optimizer
 from sims.optim.factory import OPTIMIZERS, SAM_FAMILY
 from sims.optim.torch_sam import NonFiniteGradientError, global_norm
+from sims.runtime.devices import check_device
 
 from .data import Corpus, CorpusConfig, batch_indices, make_corpus
 from .model import GPT, GPTConfig

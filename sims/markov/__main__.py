@@ -202,8 +202,8 @@ def train_estimate(exp) -> Estimate:
 
 
 def _ode(a) -> int:
-    from sims.runtime.io import ensure_writable, provenance, write_netcdf
     from sims.markov.tensor_dynamics import FlowConfig, count_stages, solve_flow, stage_times
+    from sims.runtime.io import ensure_writable, provenance, write_netcdf
 
     try:
         cfg = FlowConfig(T=a.T, H=a.H, h=a.h, m=a.m, b0=a.b0, init_std=a.init_std,

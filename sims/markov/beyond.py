@@ -49,7 +49,8 @@ def entropies(times) -> tuple[float, float]:
 def _ode_stage_times(job: tuple) -> np.ndarray:
     """Stage times of one discrete GD/SAM run on the tensor loss.
 
-    A :func:`~sims.runtime.parallel.pmap` job: ``(rho, seed, lr, steps, T, init_std, record_every)``.
+    A :func:`~sims.runtime.parallel.pmap` job: ``(rho, seed, lr, steps, T, init_std,
+    record_every)``.
     """
     rho, seed, lr, steps, T, init_std, record_every = job
     cfg = FlowConfig(T=T, init_std=init_std, seed=seed)
@@ -212,7 +213,8 @@ def minimal_uniformity_seeds(exp, seeds=range(5), *, workers: int | None = None,
                              store=None, device: str = "cpu"):  # fmt: skip
     """:func:`minimal_uniformity` over ``seeds``, in parallel, with paired entropy gains.
 
-    ``store``: an optional :class:`sims.runtime.parallel.JobStore` that keeps finished seeds (resume).
+    ``store``: an optional :class:`sims.runtime.parallel.JobStore` that keeps finished seeds
+        (resume).
 
     Each seed redraws everything (:func:`reseed`: the chain's A*, the datasets, the init, the batch
     order and the selection seed); within a seed the four runs share data and init, so the

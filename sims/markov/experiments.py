@@ -108,7 +108,7 @@ def scale_from_env(quick: bool) -> str:
 
 
 def check_scale_env() -> str:
-    """``$MARKOV_SCALE``'s scale; registered in :mod:`sims.runtime.errors`, so every CLI checks it."""
+    """``$MARKOV_SCALE``'s scale; registered in :mod:`sims.runtime.errors`: every CLI checks it."""
     return scale_from_env(False)
 
 
@@ -389,13 +389,14 @@ def fig5_run(job: tuple):
 def fig5(scale: str, *, store=None, device: str | None = None):
     """Figure 5 (App. C.2): every (size, seed) run of :data:`FIG5_SIZES` x :data:`FIG5_SEEDS`.
 
-    In parallel over the CPU cores at the CPU scale (:func:`sims.runtime.parallel.pmap`), one after the
-    other at the quick and paper scales (one device). Returns one dataset with ``size`` and
+    In parallel over the CPU cores at the CPU scale (:func:`sims.runtime.parallel.pmap`), one after
+    the other at the quick and paper scales (one device). Returns one dataset with ``size`` and
     ``seed`` dimensions.
 
     Args:
         scale: ``"quick"``, ``"cpu"`` or ``"paper"``.
-        store: a :class:`sims.runtime.parallel.JobStore` keeping finished runs (resume after a crash).
+        store: a :class:`sims.runtime.parallel.JobStore` keeping finished runs (resume after a
+            crash).
         device: the torch device (default :func:`device_from_env`, resolved in each run).
     """
     import xarray as xr

@@ -61,13 +61,13 @@ __all__ = [
 
 # Every environment variable of the package that changes what a CLI does is validated by
 # :func:`check_env` before any work of every CLI. Each is registered, with the function of the
-# module it concerns that checks it, in :mod:`sims.runtime.errors` (``register_env_check``); the check is
-# imported only when its variable is set, so a CLI pays nothing (no import) for variables nobody
-# uses, and this module imports no experiment module.
+# module it concerns that checks it, in :mod:`sims.runtime.errors` (``register_env_check``); the
+# check is imported only when its variable is set, so a CLI pays nothing (no import) for variables
+# nobody uses, and this module imports no experiment module.
 
 
 def check_env(checks: Sequence[tuple[str, Callable[[], object]]] | None = None) -> None:
-    """Validate every set environment variable registered in :mod:`sims.runtime.errors` (or ``checks``).
+    """Validate every set environment variable registered in :mod:`.errors` (or ``checks``).
 
     Raises:
         UsageError: the first invalid variable's message (one line, naming it and the fix).
@@ -143,8 +143,8 @@ def lock_outputs(args: argparse.Namespace, *, prog: str = "") -> None:
     """Lock the run's output paths (``--out``, ``--run-dir``) against a second live run.
 
     Called by :meth:`ArgumentParser.parse_args` for a command run by :func:`run_cli`;
-    :func:`sims.runtime.io.acquire_run_lock`: another live process writing there is one line and exit
-    status 2; the locks are released when the command ends (:func:`run_cli`). Ranks > 0 of a
+    :func:`sims.runtime.io.acquire_run_lock`: another live process writing there is one line and
+    exit status 2; the locks are released when the command ends (:func:`run_cli`). Ranks > 0 of a
     distributed launch share rank 0's outputs and take no lock.
 
     Raises:
@@ -527,9 +527,9 @@ _TERMINATED: list = []
 def run_cli(main: Callable[[Sequence[str] | None], int], argv=None, *, prog: str) -> int:
     """Call ``main(argv)`` with the package's exit contract for user errors and Ctrl-C.
 
-    :class:`UsageError` and :class:`sims.runtime.extras.MissingExtraError` become one line and status 2;
-    ``KeyboardInterrupt`` becomes one line (its message, e.g. what a sweep saved and how to
-    resume) and status 130; a ``MemoryError`` that an estimate missed becomes one line and
+    :class:`UsageError` and :class:`sims.runtime.extras.MissingExtraError` become one line and
+    status 2; ``KeyboardInterrupt`` becomes one line (its message, e.g. what a sweep saved and how
+    to resume) and status 130; a ``MemoryError`` that an estimate missed becomes one line and
     status 2; a closed output pipe (``... | head``) ends quietly with status 141. Anything else
     propagates (a bug deserves its traceback).
 

@@ -1,8 +1,8 @@
 """The package's user-error type and its registry of environment checks: the base of ``sims``.
 
 This module imports nothing of the package, so every other module (``sims.runtime.io``,
-``sims.runtime.executors``, ``sims.runtime.parallel``, ``sims.runtime.cli``, the experiments) can depend on it without
-an import circle (``tests/test_layers.py`` fails on any circle in ``sims/``).
+``sims.runtime.executors``, ``sims.runtime.parallel``, ``sims.runtime.cli``, the experiments) can
+depend on it without an import circle (``tests/test_layers.py`` fails on any circle in ``sims/``).
 
 * :class:`UsageError`: bad user input found by library code, printed by the CLIs as one line
   with exit status 2 (:func:`sims.runtime.cli.run_cli`).
@@ -29,8 +29,8 @@ __all__ = ["UsageError", "env_checks", "register_env_check", "registered_env_che
 class UsageError(ValueError):
     """Bad user input found by library code (an environment variable, a config or saved file).
 
-    A ``ValueError``, so library callers can catch it as one; :func:`sims.runtime.cli.run_cli` prints it
-    as one line and exits with status 2.
+    A ``ValueError``, so library callers can catch it as one; :func:`sims.runtime.cli.run_cli`
+    prints it as one line and exits with status 2.
     """
 
 

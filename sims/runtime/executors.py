@@ -142,11 +142,11 @@ def check_executor(
     process (:func:`source_fingerprint`). The client is kept for the sweeps of the process.
 
     Raises:
-        sims.runtime.extras.MissingExtraError: the ``cluster`` extra is missing (its message says how
-            to install it).
-        sims.runtime.errors.UsageError: a bad ``SBT_SLURM_*`` variable or config file, SLURM's commands
-            missing; a Dask scheduler unreachable, without workers, or with workers of another
-            package version (both named).
+        sims.runtime.extras.MissingExtraError: the ``cluster`` extra is missing (its message says
+            how to install it).
+        sims.runtime.errors.UsageError: a bad ``SBT_SLURM_*`` variable or config file, SLURM's
+            commands missing; a Dask scheduler unreachable, without workers, or with workers of
+            another package version (both named).
     """
     from .extras import require
 
@@ -249,7 +249,7 @@ _chosen: ExecutorSpec | cf.Executor | None = None
 
 
 def use_executor(executor: str | ExecutorSpec | cf.Executor | None) -> None:
-    """Make ``executor`` this process's default for :func:`sims.runtime.parallel.pmap` (``None``: unset).
+    """Make ``executor`` this process's default for :func:`.parallel.pmap` (``None``: unset).
 
     A CLI's ``--executor`` calls this; it wins over ``$SBT_EXECUTOR``.
     """
@@ -283,8 +283,8 @@ def chosen_executor(executor=None, *, env: Mapping[str, str] | None = None):
 def check_workers_env() -> int | None:
     """Validate ``$SBT_WORKERS`` (the process cap): its value, or ``None`` when unset.
 
-    Registered in :mod:`sims.runtime.errors`, so every CLI checks it before any work: a bad value is a
-    one-line usage error, not a traceback in the middle of a sweep.
+    Registered in :mod:`sims.runtime.errors`, so every CLI checks it before any work: a bad value is
+    a one-line usage error, not a traceback in the middle of a sweep.
 
     Raises:
         sims.runtime.errors.UsageError: (a ``ValueError``) if ``SBT_WORKERS`` is set but is not a
@@ -319,9 +319,10 @@ def check_executor_env() -> ExecutorSpec:
     unset means ``processes``. A ``dask://`` scheduler is contacted (:func:`check_executor`).
 
     Raises:
-        sims.runtime.errors.UsageError: (a ``ValueError``) a value that is not an executor spec, or a
-            bad SLURM setting.
-        sims.runtime.extras.MissingExtraError: the ``cluster`` extra that the executor needs is missing.
+        sims.runtime.errors.UsageError: (a ``ValueError``) a value that is not an executor spec, or
+            a bad SLURM setting.
+        sims.runtime.extras.MissingExtraError: the ``cluster`` extra that the executor needs is
+            missing.
     """
     return chosen_executor()
 
@@ -625,8 +626,8 @@ class _PoolLease(Lease):
 
         ``shutdown(wait=False)`` drops the pool's queues at once, so their semaphores would be
         released by whichever thread ends last (the manager or the queue's feeder thread); a CLI
-        that then leaves through ``os._exit`` (:func:`sims.runtime.cli.run_cli` after Ctrl-C) can cut
-        that thread short between unlinking a semaphore and telling multiprocessing's resource
+        that then leaves through ``os._exit`` (:func:`sims.runtime.cli.run_cli` after Ctrl-C) can
+        cut that thread short between unlinking a semaphore and telling multiprocessing's resource
         tracker, which then prints two "leaked semaphore" warnings under the one-line message.
         Holding the pool's internals until its threads are joined, then collecting them in this
         thread, makes that release synchronous. (No public API kills a pool's workers.)

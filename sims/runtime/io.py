@@ -210,7 +210,8 @@ _MAGIC = {".nc": (b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")}
 class UnreadableFileError(UsageError):
     """A saved result or checkpoint that cannot be read; the message names the file and the fix.
 
-    A :class:`sims.runtime.errors.UsageError` (so a ``ValueError``): CLIs print it as one line, exit 2.
+    A :class:`sims.runtime.errors.UsageError` (so a ``ValueError``): CLIs print it as one line, exit
+    2.
     """
 
 
@@ -461,8 +462,8 @@ def acquire_run_lock(target: str | os.PathLike, *, arg: str = "--out", prog: str
 
     The lock file (in :func:`lock_folder`, named by a hash of the resolved target) holds the
     owner's PID, host, start time and command; it is removed by :func:`release_run_locks`
-    (:func:`sims.runtime.cli.run_cli` calls it when the command ends, and at interpreter exit). A lock
-    whose process is gone (killed, crashed: a stale lock) is taken over. The same process may
+    (:func:`sims.runtime.cli.run_cli` calls it when the command ends, and at interpreter exit). A
+    lock whose process is gone (killed, crashed: a stale lock) is taken over. The same process may
     lock a target again (a rerun in-process).
 
     Returns:

@@ -635,8 +635,8 @@ def train_lm_with_spectra(config, *, every: int = 10, snapshot_every: int | None
     """
     import torch
 
-    from sims.runtime.devices import check_device
     from sims.lm import GPT, train_lm
+    from sims.runtime.devices import check_device
 
     check_device(config.device)  # before building anything
     if snapshot_every is None:

@@ -248,7 +248,8 @@ def test_missing_summaries_name_their_command():
 
 
 def _confirm_dataset(seeds=(0, 1, 2)):
-    """An aggregate in the layout of :func:`llm_validation.experiments.confirm.run_confirmation` with known
+    """An aggregate in the layout of :func:`llm_validation.experiments.confirm.run_confirmation`
+    with known
     effects: FT+UP lowers every held-out loss by 0.02 (+ seed noise), random by 0.01 on the
     first source only; accuracy is FT + 2 points for FT+UP."""
     rng = np.random.default_rng(0)

@@ -18,9 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llm_validation.campaign import carry
+from llm_validation.campaign import carry, runner
 from llm_validation.campaign import main as campaign_main
-from llm_validation.campaign import runner
 from llm_validation.campaign.runner import Context, StageSpec, run_campaign
 from llm_validation.campaign.stages import STAGES
 

@@ -5,8 +5,9 @@ import importlib
 
 import pytest
 
-MODULES = ["llm_validation.evaluate.scoring", "llm_validation.data.records", "llm_validation.models.registry",
-           "llm_validation.models.tiny", "llm_validation.select.synthesis"]  # fmt: skip
+MODULES = ["llm_validation.evaluate.scoring", "llm_validation.data.records",
+           "llm_validation.models.registry", "llm_validation.models.tiny",
+           "llm_validation.select.synthesis"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", MODULES)

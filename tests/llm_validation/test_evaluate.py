@@ -7,11 +7,21 @@ import json
 import pytest
 import torch
 
-from llm_validation.evaluate import generation as ev
 from llm_validation.data.records import BENCHMARKS, load_benchmark
-from llm_validation.evaluate.generation import accuracy_table, cut_at_stop, evaluate_benchmarks, generate
+from llm_validation.evaluate import generation as ev
+from llm_validation.evaluate.generation import (
+    accuracy_table,
+    cut_at_stop,
+    evaluate_benchmarks,
+    generate,
+)
 from llm_validation.models.registry import load_model
-from llm_validation.select.synthesis import SYNTHESIS_PROMPT, build_prompt, parse_question, synthesize
+from llm_validation.select.synthesis import (
+    SYNTHESIS_PROMPT,
+    build_prompt,
+    parse_question,
+    synthesize,
+)
 
 
 def test_batched_left_padded_generation_equals_one_by_one(tiny_model_dir):
@@ -138,8 +148,8 @@ def test_prompt_is_appendix_e(tokenizer):
 
 
 def test_synthesize_filters(monkeypatch, tiny_model_dir):
-    from llm_validation.evaluate import generation as evaluate
     from llm_validation.data.records import Example
+    from llm_validation.evaluate import generation as evaluate
 
     outs = ["<question>Find the sum of 3 and 4.", "nothing useful", "<question>\n</question>"]
     monkeypatch.setattr(evaluate, "generate", lambda *a, **k: list(outs))

@@ -251,9 +251,9 @@ def test_sigkill_mid_epoch_loses_at_most_save_steps(tiny_model_dir, data_files, 
                                                     monkeypatch):  # fmt: skip
     """`finetune` killed with SIGKILL in epoch 2 resumes from its last every-4-steps checkpoint,
     says where, and ends with the weights (and loss) of an uninterrupted run."""
-    from llm_validation.experiments import pipeline
     from llm_validation.__main__ import main
     from llm_validation.config import load_config
+    from llm_validation.experiments import pipeline
     from llm_validation.models.registry import load_model
 
     save_steps, kill_at = 4, 19  # 86 examples at batch 8: 11 steps per epoch, 22 in all

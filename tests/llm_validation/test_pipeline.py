@@ -261,8 +261,8 @@ def test_bad_input_exits_2_with_one_line(workdir, tiny_model_dir, capsys, over, 
 
 def test_a_stage_checks_its_model_before_writing(workdir, tiny_model_dir, tmp_path):
     """The library path too: a bad proxy model leaves no stage file to block the fixed run."""
-    from llm_validation.experiments import pipeline
     from llm_validation.config import load_config
+    from llm_validation.experiments import pipeline
     from llm_validation.models.registry import ModelSpecError
 
     bad = load_config(_config(workdir, tiny_model_dir, **{"proxy.model": "/no/such/model"}),
@@ -368,8 +368,8 @@ def test_assign_to_hard_places_rows_on_their_sources_clusters():
 
 def test_report_takes_each_columns_best_checkpoint_by_average(tmp_path, monkeypatch):
     """With every epoch evaluated, a column shows its checkpoint of best average accuracy."""
-    from llm_validation.experiments import pipeline
     from llm_validation.config import load_config
+    from llm_validation.experiments import pipeline
 
     def scores(gsm, math):
         return {"gsm8k": {"accuracy": gsm, "n": 10}, "math": {"accuracy": math, "n": 10}}

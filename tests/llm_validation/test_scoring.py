@@ -5,7 +5,8 @@ the verdict a careful grader gives and why; the verdicts are written from readin
 completion, not from running the code under test. Our scorer must give every verdict except the
 few ``KNOWN_MISSES`` (each explained in its row). ``_mammoth_*`` re-implements MAmmoTH's public
 scoring rules (``math_eval/utils.py`` and ``run_open.py`` of TIGER-Lab/MAmmoTH, written anew
-here, not copied) to measure the agreement that :mod:`llm_validation.evaluate.scoring`'s docstring states.
+here, not copied) to measure the agreement that :mod:`llm_validation.evaluate.scoring`'s docstring
+states.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from llm_validation.experiments import sharpness as sh
 from llm_validation.data.records import Example
+from llm_validation.experiments import sharpness as sh
 
 # Exact AD both ways, of the same computed function; but HF's RMSNorm and attention softmax
 # run in float32 inside a float64 model, so forward- and reverse-mode products round

@@ -1,4 +1,4 @@
-"""sims.runtime.devices.check_device: a bad or missing device is a one-line ValueError before any work."""
+"""sims.runtime.devices.check_device: a bad or missing device is a one-line ValueError first."""
 
 import doctest
 

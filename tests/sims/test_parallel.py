@@ -1,11 +1,17 @@
-"""sims.runtime.parallel.pmap: same results as a serial map, in order; errors name the failing item."""
+"""sims.runtime.parallel.pmap: a serial map's results, in order; errors name the failing item."""
 
 import math
 
 import pytest
 
 from sims.runtime.cli import UsageError
-from sims.runtime.parallel import JobStore, SweepInterrupted, check_workers_env, default_workers, pmap
+from sims.runtime.parallel import (
+    JobStore,
+    SweepInterrupted,
+    check_workers_env,
+    default_workers,
+    pmap,
+)
 
 
 def test_serial_and_process_pool_agree_in_order():

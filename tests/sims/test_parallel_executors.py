@@ -99,8 +99,8 @@ def test_missing_cluster_extra_names_the_install_command(monkeypatch, capsys):
     import sims.runtime.extras
 
     real = sims.runtime.extras._found
-    monkeypatch.setattr(sims.runtime.extras, "_found", lambda m: m not in ("distributed", "submitit")
-                        and real(m))  # fmt: skip
+    monkeypatch.setattr(sims.runtime.extras, "_found",
+                        lambda m: m not in ("distributed", "submitit") and real(m))  # fmt: skip
     with pytest.raises(
         MissingExtraError, match=r'`cluster` extra .*pip install -e "\.\[cluster\]"'
     ):

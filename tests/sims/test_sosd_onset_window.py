@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from sims.sosd.spectral import _rolling_median, detect_onset
 from sims.sosd.bridge import peak_times
+from sims.sosd.spectral import _rolling_median, detect_onset
 
 X = np.array([5.0, 1.0, 9.0, 2.0, 8.0, 3.0, 7.0])
 

@@ -1,4 +1,4 @@
-"""sims.sosd.spectral: closed forms, invariances, Lemma A.4, bad input, onset detector, recorders."""
+"""sims.sosd.spectral: closed forms, invariances, Lemma A.4, bad input, onset detector, recorder."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from sims.sosd.spectral import sd_variation
 from sims.sosd.bridge import capture_torch_training, peak_times, stage_alignment
+from sims.sosd.spectral import sd_variation
 
 torch = pytest.importorskip("torch")
 
@@ -177,8 +177,8 @@ def test_alignment_table_on_a_planted_dataset():
 
 def test_lm_spectra_start_from_train_lms_init_and_track_its_weights():
     from sims.lm import train_lm
-    from sims.sosd.spectral import singular_values
     from sims.sosd.bridge import lm_sosd_config, train_lm_with_spectra
+    from sims.sosd.spectral import singular_values
 
     cfg = lm_sosd_config("constant", scale="quick").replace(steps=20)
     # the step-0 record is GPT(config.model) under torch.manual_seed(seed): a zero-lr run keeps it
@@ -250,8 +250,8 @@ def test_lm_summary_and_configs():
 def test_hf_callback_records_lora_updates_in_a_real_trainer(tmp_path):
     transformers = pytest.importorskip("transformers")
     peft = pytest.importorskip("peft")
-    from sims.sosd.spectral import hf_spectral_callback, singular_values
     from sims.sosd.bridge import lora_matrices
+    from sims.sosd.spectral import hf_spectral_callback, singular_values
 
     cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
                                    num_hidden_layers=1, num_attention_heads=2,

@@ -1,4 +1,5 @@
-"""Hypothesis properties of sims.sosd.spectral: statements of seed 002 that quantify over all inputs.
+"""Hypothesis properties of sims.sosd.spectral: statements of seed 002 that quantify over all
+inputs.
 
 * Lemma A.4 (any update, r = min(m, n)): ΔΣ ≤ (1+√r)||ΔW||_F / min(||W||_*), for every pair.
 * Lemma A.1: ||a/||a||_1 − b/||b||_1||_2 ≤ (1+√n)/min(||a||_1, ||b||_1) ||a − b||_2.

@@ -5,9 +5,9 @@ import pytest
 import torch
 import xarray as xr
 
-from sims.runtime.io import read_netcdf, write_netcdf
 from sims.lm import CorpusConfig, GPTConfig, LMTrainConfig, lr_factor, train_lm
 from sims.optim import NonFiniteGradientError
+from sims.runtime.io import read_netcdf, write_netcdf
 
 TINY = LMTrainConfig(
     model=GPTConfig(vocab_size=24, seq_len=8, n_layer=1, n_head=2, d_model=8),

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from sims.runtime.io import read_netcdf
 from sims.markov.__main__ import build_parser, main
+from sims.runtime.io import read_netcdf
 from tests.core_only import run_core_only
 
 
@@ -146,9 +146,9 @@ def test_library_never_imports_figures_or_llm_validation():
 
 
 def test_checkpoints_are_checked_before_training(tmp_path, capsys):
-    from sims.runtime.io import UnreadableFileError
     from sims.markov.experiments import minimal_exp
     from sims.markov.train import load_checkpoint, train
+    from sims.runtime.io import UnreadableFileError
 
     ckpt = tmp_path / "c.pt"
     exp = minimal_exp("quick", steps=2)

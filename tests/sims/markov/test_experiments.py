@@ -5,8 +5,8 @@ import pytest
 import torch
 import xarray as xr
 
-from sims.runtime.io import read_netcdf
 from sims.markov import experiments as X
+from sims.runtime.io import read_netcdf
 
 
 def test_fig5_summary_matches_its_curves(tmp_path):

@@ -5,9 +5,10 @@ Issue 30: on an image without netCDF4, xarray writes NetCDF-3 through scipy, and
 NoneType``; netCDF4: "NC_UNLIMITED in the wrong index"). The cause was a zero-length
 ``reference`` dimension (a run without reference models), which NetCDF can only store as its
 unlimited dimension, and NetCDF-3 only as a variable's first dimension. Each figure's quick-scale
-result is written here with each engine through :func:`sims.runtime.io.write_netcdf` and read back three
-ways: :func:`sims.runtime.io.read_netcdf`, xarray with that engine, and the netCDF4 library directly (an
-implementation independent of xarray, which reads NetCDF-3 files too).
+result is written here with each engine through :func:`sims.runtime.io.write_netcdf` and read back
+three
+ways: :func:`sims.runtime.io.read_netcdf`, xarray with that engine, and the netCDF4 library directly
+(an implementation independent of xarray, which reads NetCDF-3 files too).
 """
 
 from __future__ import annotations

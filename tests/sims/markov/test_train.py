@@ -5,7 +5,6 @@ import pytest
 import torch
 import xarray as xr
 
-from sims.runtime.io import provenance, read_netcdf, write_netcdf
 from sims.markov.chain import ChainConfig, MarkovChain, make_dataset
 from sims.markov.train import (
     ExperimentConfig,
@@ -16,6 +15,7 @@ from sims.markov.train import (
     predict_log_probs,
     train,
 )
+from sims.runtime.io import provenance, read_netcdf, write_netcdf
 
 TINY = dict(steps=4, batch_size=16, n_train=32, n_test=16, eval_every=2)
 
