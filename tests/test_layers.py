@@ -1,5 +1,8 @@
 """The layers import one way: sims <- theory, sims <- llm_validation, everything <- figures.
 
+Inside ``sims`` and ``llm_validation`` the floors (sub-folders, top-level modules) import one way
+too, as the table :data:`ALLOWED` says (issue 39).
+
 Every ``import``/``from ... import`` in every file of every layer is read with ``ast`` (module
 level, inside functions, classes, ``try`` blocks and ``if TYPE_CHECKING``), relative imports are
 resolved against the file's package, and ``importlib.import_module("...")`` / ``__import__("...")``
@@ -205,25 +208,164 @@ def test_no_import_circle(layer):
 def test_a_planted_circle_is_found(tmp_path):
     """The circle of issue 32 (cli -> markov.experiments -> io -> cli), planted in a copy."""
     pkg = tmp_path / "sims"
+    rt = pkg / "runtime"
     (pkg / "markov").mkdir(parents=True)
+    rt.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "errors.py").write_text("class UsageError(ValueError): ...\n")
-    (pkg / "io.py").write_text("from .errors import UsageError\n")
-    (pkg / "cli.py").write_text("from . import io\n")
+    (rt / "__init__.py").write_text("")
+    (rt / "errors.py").write_text("class UsageError(ValueError): ...\n")
+    (rt / "io.py").write_text("from .errors import UsageError\n")
+    (rt / "cli.py").write_text("from . import io\n")
     (pkg / "markov" / "__init__.py").write_text("")
     (pkg / "markov" / "experiments.py").write_text("def f():\n    from sims.runtime.io import x\n")
     (pkg / "other.py").write_text("from sims.markov import experiments\n")
     graph = import_graph("sims", tmp_path)
-    assert graph["sims.runtime.cli"] == {"sims.runtime.io"} and graph["sims.other"] == {"sims.markov.experiments"}
+    assert graph["sims.runtime.cli"] == {"sims.runtime.io"}
+    assert graph["sims.other"] == {"sims.markov.experiments"}
     assert import_circles(graph) == []
-    (pkg / "io.py").write_text("from .errors import UsageError\n")
-    (pkg / "cli.py").write_text(
+    (rt / "cli.py").write_text(
         "from . import io\ndef scale():\n    from sims.markov.experiments import scale\n"
     )
-    (pkg / "io.py").write_text("from .cli import UsageError\n")
-    assert import_circles(import_graph("sims", tmp_path)) == [["sims.runtime.cli", "sims.runtime.io", "sims.runtime.cli"]]
-    (pkg / "io.py").write_text("from .errors import UsageError\n")
-    (pkg / "markov" / "experiments.py").write_text("def f():\n    from ..cli import fail\n")
+    (rt / "io.py").write_text("from .cli import UsageError\n")
+    assert import_circles(import_graph("sims", tmp_path)) == [  # from its smallest module
+        ["sims.markov.experiments", "sims.runtime.io", "sims.runtime.cli",
+         "sims.markov.experiments"]  # fmt: skip
+    ]
+    (rt / "io.py").write_text("from .errors import UsageError\n")
+    (pkg / "markov" / "experiments.py").write_text("def f():\n    from ..runtime.cli import fail\n")
     assert import_circles(import_graph("sims", tmp_path)) == [
-        ["sims.runtime.cli", "sims.markov.experiments", "sims.runtime.cli"]
+        ["sims.markov.experiments", "sims.runtime.cli", "sims.markov.experiments"]
+    ]
+
+
+# --------------------------------------------------------------------------- floors (issue 39)
+
+#: The floors of a layer, bottom to top, and what each may import of its own layer (itself aside).
+#: A floor is a sub-folder or a top-level module; the layer's own ``__init__`` imports nothing.
+#: ``sims``: ``science`` is its top-level science modules (``scalar_odes``, ``entropy``,
+#: ``sam_entropy``, ...); ``sosd_toy`` is the ``python -m sims.sosd_toy`` entry.
+ALLOWED: dict[str, dict[str, set[str]]] = {
+    "llm_validation": {
+        "data": set(),
+        "runs": set(),
+        "config": {"data"},
+        "evaluate": {"data", "config", "runs"},
+        "models": {"data", "config", "runs"},
+        "select": {"data", "config", "runs", "evaluate", "models"},
+        "train": {"data", "config", "runs", "evaluate", "models"},
+        "experiments": {"data", "config", "runs", "evaluate", "models", "select", "train"},
+        "campaign": {"data", "config", "runs", "evaluate", "models", "select", "train",
+                     "experiments"},  # fmt: skip
+        "__main__": {"data", "config", "runs", "evaluate", "models", "select", "train",
+                     "experiments", "campaign"},  # fmt: skip
+    },
+    "sims": {
+        "runtime": set(),
+        "optim": {"runtime"},
+        "science": {"runtime"},
+        "lm": {"runtime", "optim"},
+        "markov": {"runtime", "optim", "science"},
+        "linear_attention": {"runtime", "optim", "science"},
+        "sosd": {"runtime", "optim", "science", "lm", "markov", "linear_attention"},
+        "sosd_toy": {"sosd"},
+    },
+}
+
+
+def floor_of(module: str, layer: str, root: Path = ROOT) -> str | None:
+    """The floor of ``module`` (``None``: the layer's own ``__init__``)."""
+    parts = module.split(".")
+    if parts[0] != layer or len(parts) == 1:
+        return None
+    name = parts[1]
+    if name in ALLOWED[layer]:
+        return name
+    if layer == "sims" and (root / layer / f"{name}.py").is_file():
+        return "science"
+    return name  # a floor missing from the table: every import of or from it is reported
+
+
+def floor_violations(layer: str, root: Path = ROOT) -> list[str]:
+    """``"a -> b: module imports module"`` for each import between floors the table forbids."""
+    bad = []
+    for module, imported in sorted(import_graph(layer, root).items()):
+        src = floor_of(module, layer, root)
+        for name in sorted(imported):
+            dst = floor_of(name, layer, root)
+            if src == dst or dst is None:
+                continue
+            if src is None or dst not in ALLOWED[layer].get(src, set()):
+                bad.append(f"{src} -> {dst}: {module} imports {name}")
+    return bad
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_the_floor_table_points_down_with_no_circle(layer):
+    """Each floor may import only floors listed before it: the table itself has no circle."""
+    table = ALLOWED[layer]
+    order = list(table)
+    for floor, allowed in table.items():
+        assert allowed <= set(order[: order.index(floor)]), (floor, allowed)
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_every_floor_is_in_the_table(layer):
+    folders = {p.name for p in (ROOT / layer).iterdir() if (p / "__init__.py").is_file()}
+    tops = {p.stem for p in (ROOT / layer).glob("*.py")} - {"__init__"}
+    if layer == "sims":
+        tops -= {"sosd_toy"}
+        assert {"science", "sosd_toy"} <= set(ALLOWED[layer])
+    else:
+        assert len(tops - {"__main__"}) <= 6, tops  # issue 39: at most 6 top-level modules
+    assert folders | (tops if layer == "llm_validation" else set()) <= set(ALLOWED[layer])
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_floors_import_only_what_the_table_allows(layer):
+    assert floor_violations(layer) == []
+
+
+def _plant(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_a_planted_upward_import_is_found(tmp_path):
+    """A data module importing the trainer, and sims plumbing importing science, are caught."""
+    _plant(tmp_path, {
+        "llm_validation/__init__.py": "",
+        "llm_validation/config.py": "from llm_validation.data import records\n",
+        "llm_validation/data/__init__.py": "",
+        "llm_validation/data/records.py": "import json\n",
+        "llm_validation/data/corpus.py": "from llm_validation.data.records import x\n",
+        "llm_validation/train/__init__.py": "",
+        "llm_validation/train/trainer.py": "from ..data.records import x\nfrom ..config import y\n",
+        "sims/__init__.py": "",
+        "sims/entropy.py": "from sims.runtime.io import write_json\n",
+        "sims/runtime/__init__.py": "",
+        "sims/runtime/io.py": "from .errors import UsageError\n",
+        "sims/runtime/errors.py": "",
+    })  # fmt: skip
+    assert floor_violations("llm_validation", tmp_path) == []
+    assert floor_violations("sims", tmp_path) == []
+    (tmp_path / "llm_validation/data/corpus.py").write_text(
+        "def f():\n    from ..train import trainer\n"
+    )
+    (tmp_path / "sims/runtime/io.py").write_text("from .errors import U\nfrom .. import entropy\n")
+    assert floor_violations("llm_validation", tmp_path) == [
+        "data -> train: llm_validation.data.corpus imports llm_validation.train.trainer"
+    ]
+    assert floor_violations("sims", tmp_path) == [
+        "runtime -> science: sims.runtime.io imports sims.entropy"
+    ]
+    (tmp_path / "llm_validation/data/corpus.py").write_text("import llm_validation.config\n")
+    assert floor_violations("llm_validation", tmp_path) == [
+        "data -> config: llm_validation.data.corpus imports llm_validation.config"
+    ]
+    (tmp_path / "llm_validation/data/corpus.py").write_text("from llm_validation import newfloor\n")
+    (tmp_path / "llm_validation/newfloor.py").write_text("")
+    assert floor_violations("llm_validation", tmp_path) == [
+        "data -> newfloor: llm_validation.data.corpus imports llm_validation.newfloor"
     ]
