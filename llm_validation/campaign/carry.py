@@ -617,7 +617,7 @@ def project_modules(root: str | os.PathLike | None = None) -> list[str]:
     """Every module of the project's four packages (``__main__`` modules left out)."""
     import pkgutil
 
-    root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
+    root = Path(root) if root is not None else Path(__file__).resolve().parents[2]
     out = []
     for pkg in PACKAGES:
         out.append(pkg)

@@ -249,7 +249,7 @@ def display_path(path: str | os.PathLike) -> str:
     written ``<repo>``.
     """
     p = Path(path)
-    for base, label in ((Path.cwd(), ""), (Path(__file__).resolve().parent.parent, "<repo>/")):
+    for base, label in ((Path.cwd(), ""), (Path(__file__).resolve().parents[2], "<repo>/")):
         try:
             return label + str(p.resolve().relative_to(base.resolve()))
         except ValueError:

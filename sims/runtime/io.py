@@ -54,7 +54,7 @@ TRACKED_PACKAGES = (
     "sbtheory",
 )  # fmt: skip
 
-_REPO_ROOT = Path(__file__).resolve().parent.parent
+_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def git_info(repo: str | os.PathLike | None = None) -> dict[str, Any]:
