@@ -32,6 +32,11 @@ Public API (stable):
   :func:`cluster_trajectories` run separately inside each data source (MathInstruct's 13
   sub-datasets), with the authors' small-sources rule (a source smaller than the mean source
   size, or than ``min_source_size``, is upsampled whole).
+* :func:`log_spaced_steps` ``(total_steps, n_records, *, first=1)`` -> the recording schedule
+  (step 0, then log-spaced), :func:`loss_learning_times` ``(steps, losses, fraction=0.5)`` ->
+  per-example learning time (eq. 11's ``t_i``: the interpolated half-drop step),
+  :func:`recordings_before` and :func:`selection_check` ``(times, selected, sources=None)`` ->
+  :class:`SelectionCheck` (do the selected examples learn late? medians, AUC, Spearman).
 
 Examples:
     >>> import numpy as np
@@ -66,6 +71,11 @@ __all__ = [
     "SMALL_SOURCE_RULES",
     "SourceSelection",
     "cluster_by_source",
+    "log_spaced_steps",
+    "loss_learning_times",
+    "recordings_before",
+    "SelectionCheck",
+    "selection_check",
 ]
 
 #: Feature maps accepted by :func:`cluster_trajectories`.
@@ -634,4 +644,245 @@ def cluster_by_source(
         per_source=per_source,
         features=features,
         n_clusters=int(n_clusters),
+    )
+
+
+# --- learning times and the selection check (issue 36) -------------------------------------------
+
+
+def log_spaced_steps(total_steps: int, n_records: int, *, first: int = 1) -> np.ndarray:
+    """Recording schedule: step 0, then ``n_records - 1`` steps log-spaced from ``first``.
+
+    Loss trajectories recorded on an even grid put most examples' half-drop inside the first
+    interval, so their learning times are interpolated from one segment. A log-spaced grid
+    records densely where losses move fast (the first steps) and sparsely later. Rounding can
+    make neighbouring grid points coincide; each duplicate is moved to the next free step, so
+    the schedule always holds exactly ``n_records`` distinct, increasing integer steps ending at
+    ``total_steps``.
+
+    Args:
+        total_steps: the last step recorded (>= ``n_records - 1``).
+        n_records: number of recordings, step 0 included (>= 2).
+        first: the first step after 0 (1 <= first <= total_steps).
+
+    Returns:
+        ``(n_records,)`` int array: ``0, first, ..., total_steps``.
+
+    Examples:
+        >>> log_spaced_steps(1000, 5).tolist()
+        [0, 1, 10, 100, 1000]
+        >>> log_spaced_steps(4, 5).tolist()
+        [0, 1, 2, 3, 4]
+    """
+    for name, v in (("total_steps", total_steps), ("n_records", n_records), ("first", first)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"`{name}` must be an int; got {v!r}.")
+    if n_records < 2:
+        raise ValueError(f"`n_records` must be >= 2 (step 0 and the last step); got {n_records}.")
+    if not 1 <= first <= total_steps:
+        raise ValueError(
+            f"`first` must satisfy 1 <= first <= total_steps; got first={first}, "
+            f"total_steps={total_steps}."
+        )
+    if total_steps - first + 1 < n_records - 1:
+        raise ValueError(
+            f"{n_records} distinct recordings need total_steps - first >= {n_records - 2}; got "
+            f"total_steps={total_steps}, first={first}: record fewer or train longer."
+        )
+    grid = np.rint(np.geomspace(first, total_steps, n_records - 1)).astype(np.int64)
+    # Push coinciding points forward, then pull back from the end so the last is total_steps.
+    for i in range(1, grid.size):
+        grid[i] = max(grid[i], grid[i - 1] + 1)
+    grid[-1] = total_steps
+    for i in range(grid.size - 2, -1, -1):
+        grid[i] = min(grid[i], grid[i + 1] - 1)
+    return np.concatenate([[0], grid])
+
+
+def loss_learning_times(steps, losses, fraction: float = 0.5) -> np.ndarray:
+    """Per-example learning time: the step at which its loss made ``fraction`` of its drop.
+
+    The learning time ``t_i`` of the main paper's eq. (11), measured on a recorded loss
+    trajectory: with ``L0`` the loss at the first recording and ``Lmin`` the lowest recorded
+    loss, ``t_i`` is the first step at which the loss reaches ``L0 - fraction * (L0 - Lmin)``,
+    linearly interpolated between the two recordings around the crossing. A trajectory that
+    never drops below its first value (``L0 <= Lmin``) or has a non-finite value has no learning
+    time: ``nan`` ("not learned within the recorded budget").
+
+    Args:
+        steps: ``(K,)`` increasing recording steps.
+        losses: ``(n, K)`` (or ``(K,)``) losses at those steps.
+        fraction: the share of the drop that defines "learned", in (0, 1]; 0.5 = half-drop.
+
+    Returns:
+        ``(n,)`` float array of steps (``nan`` where not learned).
+
+    Examples:
+        >>> loss_learning_times([0, 10, 20], [[4.0, 2.0, 0.0], [1.0, 1.0, 2.0]]).tolist()
+        [10.0, nan]
+    """
+    s = np.asarray(steps, dtype=float)
+    x = np.asarray(losses, dtype=float)
+    if x.ndim == 1:
+        x = x[None, :]
+    if s.ndim != 1 or x.ndim != 2 or x.shape[1] != s.size or s.size < 2:
+        raise ValueError(
+            f"`losses` must be (n, K) with K = len(steps) >= 2; got losses {x.shape}, steps "
+            f"{s.shape}."
+        )
+    if not np.all(np.diff(s) > 0):
+        raise ValueError(f"`steps` must be strictly increasing; got {s.tolist()}.")
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"`fraction` must be in (0, 1]; got {fraction}.")
+    out = np.full(x.shape[0], np.nan)
+    finite = np.all(np.isfinite(x), axis=1)
+    lo = np.where(finite, x.min(axis=1, initial=np.inf, where=finite[:, None]), np.nan)
+    ok = finite & (x[:, 0] > lo)
+    if not ok.any():
+        return out
+    xs = x[ok]
+    level = xs[:, 0] - fraction * (xs[:, 0] - lo[ok])
+    j = np.argmax(xs <= level[:, None], axis=1)  # first recording at or below the level
+    rows = np.arange(xs.shape[0])
+    y1 = xs[rows, j]
+    y0 = xs[rows, np.maximum(j - 1, 0)]
+    t1 = s[j]
+    t0 = s[np.maximum(j - 1, 0)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where(y0 != y1, t0 + (t1 - t0) * (y0 - level) / (y0 - y1), t1)
+    out[ok] = np.where(j == 0, s[0], t)
+    return out
+
+
+def recordings_before(steps, times) -> np.ndarray:
+    """Number of recordings strictly before each time (``nan`` times give ``-1``).
+
+    A learning time is measured, not extrapolated, only when recordings bracket it from below;
+    issue 36 asks for >= 3 before the median example's half-drop.
+
+    Examples:
+        >>> recordings_before([0, 1, 10, 100], [0.5, 10.0, 50.0, float("nan")]).tolist()
+        [1, 2, 3, -1]
+    """
+    s = np.asarray(steps, dtype=float)
+    t = np.asarray(times, dtype=float)
+    n = np.searchsorted(s, t, side="left").astype(np.int64)
+    return np.where(np.isfinite(t), n, -1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectionCheck:
+    """Does a selection pick the late-learned examples? (:func:`selection_check`).
+
+    Attributes:
+        n_selected, n_rest: sizes of the two groups.
+        n_unlearned_selected, n_unlearned_rest: examples with no learning time (never made the
+            drop within the recorded budget), counted as learned last.
+        median_time_selected, median_time_rest: medians of the learning times (``inf`` when over
+            half of a group is unlearned).
+        auc: probability that a random selected example is learned later than a random other
+            one (ties count 1/2): the Mann-Whitney ``U / (n_selected * n_rest)``; 0.5 = blind,
+            1 = the selection is exactly the late learners.
+        mannwhitney_p: two-sided Mann-Whitney p-value of the same comparison.
+        spearman_share_vs_time: across sources, Spearman correlation between a source's share of
+            selected examples and its median learning time (``nan`` with < 3 sources or a
+            constant column).
+        spearman_p: its two-sided p-value.
+        per_source: source -> ``{"n", "share_selected", "median_time"}``.
+    """
+
+    n_selected: int
+    n_rest: int
+    n_unlearned_selected: int
+    n_unlearned_rest: int
+    median_time_selected: float
+    median_time_rest: float
+    auc: float
+    mannwhitney_p: float
+    spearman_share_vs_time: float
+    spearman_p: float
+    per_source: dict[str, dict]
+
+    def to_dict(self) -> dict:
+        """Plain-JSON dict (``inf`` and ``nan`` become ``None``)."""
+
+        def clean(v):
+            if isinstance(v, dict):
+                return {k: clean(w) for k, w in v.items()}
+            if isinstance(v, float) and not np.isfinite(v):
+                return None
+            return v
+
+        return clean(dataclasses.asdict(self))
+
+
+def selection_check(times, selected, sources=None) -> SelectionCheck:
+    """Compare the learning times of the selected examples with the rest's.
+
+    The paper's mechanism needs the upsampled examples to be the ones learned late. This
+    measures it: medians of both groups, the AUC of "selected is learned later" (unlearned
+    examples count as learned last), and, with ``sources``, the Spearman correlation across
+    sources of the share selected against the source's median learning time.
+
+    Args:
+        times: ``(n,)`` learning times (:func:`loss_learning_times`; ``nan`` = not learned).
+        selected: ``(n,)`` boolean mask of the selected examples (both groups non-empty).
+        sources: optional ``(n,)`` source labels.
+
+    Returns:
+        A :class:`SelectionCheck`.
+
+    Examples:
+        >>> chk = selection_check([1.0, 2.0, 3.0, float("nan")], [False, False, True, True])
+        >>> chk.auc, chk.median_time_selected, chk.n_unlearned_selected
+        (1.0, inf, 1)
+    """
+    from scipy import stats
+
+    t = np.asarray(times, dtype=float)
+    if t.ndim != 1:
+        raise ValueError(f"`times` must be 1-D; got shape {t.shape}.")
+    sel = _as_mask(t.size, selected, "selected")
+    if sel.all() or not sel.any():
+        raise ValueError(
+            f"`selected` must select some but not all examples; got {int(sel.sum())} of "
+            f"{t.size}: the check compares two groups."
+        )
+    ranked = np.where(np.isfinite(t), t, np.inf)  # unlearned = learned last
+    a, b = ranked[sel], ranked[~sel]
+    r = stats.rankdata(ranked)
+    u = r[sel].sum() - a.size * (a.size + 1) / 2.0
+    auc = float(u / (a.size * b.size))
+    p = float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue) if np.ptp(ranked) else 1.0
+    per: dict[str, dict] = {}
+    rho = p_rho = float("nan")
+    if sources is not None:
+        src = np.asarray(sources)
+        if src.shape != t.shape:
+            raise ValueError(f"`sources` must have shape {t.shape}; got {src.shape}.")
+        names, first = np.unique(src, return_index=True)
+        for name in names[np.argsort(first, kind="stable")]:
+            m = src == name
+            per[str(name)] = {
+                "n": int(m.sum()),
+                "share_selected": float(sel[m].mean()),
+                "median_time": float(np.median(ranked[m])),
+            }
+        shares = np.array([v["share_selected"] for v in per.values()])
+        meds = np.array([v["median_time"] for v in per.values()])
+        if len(per) >= 3 and np.ptp(shares) > 0 and np.unique(meds).size > 1:
+            res = stats.spearmanr(shares, meds)
+            rho, p_rho = float(res.statistic), float(res.pvalue)
+    return SelectionCheck(
+        n_selected=int(a.size),
+        n_rest=int(b.size),
+        n_unlearned_selected=int(np.isinf(a).sum()),
+        n_unlearned_rest=int(np.isinf(b).sum()),
+        median_time_selected=float(np.median(a)),
+        median_time_rest=float(np.median(b)),
+        auc=auc,
+        mannwhitney_p=p,
+        spearman_share_vs_time=rho,
+        spearman_p=p_rho,
+        per_source=per,
     )

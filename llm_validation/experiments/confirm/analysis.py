@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from llm_validation.data.records import BENCHMARKS
+from sims.selection import loss_learning_times as learning_times
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -44,28 +45,6 @@ def paired_ci(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float
         return m, math.nan, math.nan
     half = stats.t.ppf(0.5 + level / 2, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size)
     return m, m - half, m + half
-
-
-def learning_times(steps: np.ndarray, curves: np.ndarray, fraction: float = 0.5) -> np.ndarray:
-    """Steps at which each curve has made ``fraction`` of its total loss drop (interpolated).
-
-    ``curves`` is ``(groups, records)``; a group's time is the first crossing of
-    ``L(0) - fraction * (L(0) - min L)``, linearly interpolated between records. This is the
-    learning time ``t_i`` of the main paper's eq. (11), measured on loss curves.
-    """
-    steps = np.asarray(steps, dtype=float)
-    out = np.full(curves.shape[0], np.nan)
-    for g, c in enumerate(np.asarray(curves, dtype=float)):
-        if not np.all(np.isfinite(c)) or c[0] <= c.min():
-            continue
-        level = c[0] - fraction * (c[0] - c.min())
-        j = int(np.argmax(c <= level))
-        if j == 0:
-            out[g] = steps[0]
-            continue
-        t0, t1, y0, y1 = steps[j - 1], steps[j], c[j - 1], c[j]
-        out[g] = t0 + (t1 - t0) * (y0 - level) / (y0 - y1) if y0 != y1 else t1
-    return out
 
 
 def matched_epochs(steps: int, n_examples: int, batch_size: int) -> float:
