@@ -9,7 +9,9 @@ adversarial samples (``method="monte-carlo"``) and, where an identity is involve
 Errata found (each a refuted ``*_as_printed`` claim next to a verified corrected one):
 
 * Lemma A.8: the centering matrix multiplies **from the right**: ``softmax(M) ≈ A_0 + M J_1``;
-  the printed ``A_0 + J_1 M`` is wrong at first order.
+  the printed ``A_0 + J_1 M`` is wrong at first order. Not a typo: App. B (45) re-derives the
+  wrong side (``11ᵀM/n²``) and (60)–(64) build the query/key gradient bounds of Thm 4.5 on it
+  (``sosd_thm45_query_gradient_bound``).
 * App. B (57)–(58): ``||W||_F > c/√d`` does not imply ``||W||_* > c`` (the norm inequality is used
   in the wrong direction); a sufficient condition is ``||W||_F > c``, or ``||W||_F > κc/√d`` with
   condition number ``κ``.
@@ -403,7 +405,7 @@ def check_lemma_a1(n_trials: int = 3000, seed: int = 0, constant: float = 1.0,
         f"all n (proof); extremal family b = e₁, a = e₁ + δ(0, 1, …, 1) (δ = 1e-9) at "
         f"n = 2..{scan[-1]}; {n_trials} seeded pairs, n = 1..39; L-BFGS-B at "
         f"n = {', '.join(map(str, sizes))}",
-        "proof (each step symbolic in n) + adversarial (L-BFGS-B + extremal family) + monte-carlo",
+        "proof (all n, each step symbolic) + adversarial (L-BFGS-B + extremal family) + monte-carlo",
         f"Proof: {_format_steps(steps)}. Supremum: {_format_steps(sup_steps)}; "
         f"{_supremum_text(scan[-1])}. Stated constant {c_eff:g}: "
         + (f"first fails at n = {n_c} (√n/(1+√n) > {c_eff:g} iff n > ({c_eff:g}/(1−{c_eff:g}))²)"
@@ -624,7 +626,7 @@ def check_lemma_a4(n_trials: int = 1000, seed: int = 3, sqrt_of: str = "min",
                        f"(δ = 1e-9) at r = 2..{scan[-1]} (SVD up to 64, exact spectra beyond); "
                        f"{count} seeded pairs m×n up to 23×23; L-BFGS-B over 3×3 and 2×4 "
                        "pairs; any update, not only GD",
-                       "proof (each step symbolic in r) + adversarial (L-BFGS-B + extremal "
+                       "proof (all r, each step symbolic) + adversarial (L-BFGS-B + extremal "
                        "family) + monte-carlo",
                        f"Proof: {_format_steps(steps)}. Supremum: {_format_steps(sup_steps)}; "
                        f"{_supremum_text(scan[-1], 'r')}. Stated constant "
@@ -859,9 +861,11 @@ def check_lemma_a8(side: str, n: int = 8, seed: int = 7) -> CheckResult:
 @claim("sosd_lemma_a8_as_printed", f"{REF}, Lemma A.8 (Eqs. 33–35, 45)",
        "softmax(M) ≐ A_0 + J_1 M with A_0 = 11^T/n, J_1 = (I − 11^T/n)/n (small M).",
        erratum=True, sizes="n = 8; symbolic n = 3",
-       failure="typo",
-       why="the centering matrix on the wrong side (J₁M for MJ₁, a transpose of the linear map); "
-           "the paper's element-wise derivation gives MJ₁ (the printed side carries into (60)).",
+       failure="substantive",
+       why="the centering matrix on the wrong side (J₁M for MJ₁); the lemma's own element-wise "
+           "derivation gives MJ₁, but App. B (45) re-derives the wrong side and (60)–(64) build "
+           "Thm 4.5's query/key gradient bounds on it (row sosd_thm45_query_gradient_bound; "
+           "(51)'s value bound uses only A₀): a substantive error downstream, not a typo.",
        corrected_by="sosd_lemma_a8_corrected")
 def _claim_a8_printed() -> CheckResult:
     r = check_lemma_a8("left")
