@@ -405,7 +405,8 @@ def check_lemma_a1(n_trials: int = 3000, seed: int = 0, constant: float = 1.0,
         f"all n (proof); extremal family b = e₁, a = e₁ + δ(0, 1, …, 1) (δ = 1e-9) at "
         f"n = 2..{scan[-1]}; {n_trials} seeded pairs, n = 1..39; L-BFGS-B at "
         f"n = {', '.join(map(str, sizes))}",
-        "proof (all n, each step symbolic) + adversarial (L-BFGS-B + extremal family) + monte-carlo",
+        "proof (all n, each step symbolic) + adversarial (L-BFGS-B + extremal family) + "
+        "monte-carlo",
         f"Proof: {_format_steps(steps)}. Supremum: {_format_steps(sup_steps)}; "
         f"{_supremum_text(scan[-1])}. Stated constant {c_eff:g}: "
         + (f"first fails at n = {n_c} (√n/(1+√n) > {c_eff:g} iff n > ({c_eff:g}/(1−{c_eff:g}))²)"
