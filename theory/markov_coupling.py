@@ -363,7 +363,8 @@ def check_coupling_growth_rate() -> CheckResult:
                        f"{beta_dev:.1e} (tol 1e-9); exact asymmetric Jacobian's top eigenvalue / "
                        f"first-order rate with the measured s(t) - 1: {'; '.join(rows)} (max "
                        f"{rel:.1e}, tol {tol:g}: O(s), shrinking with t). Information, not "
-                       f"used: sqrt(t) lambda / beta - 1 = {', '.join(f'{x:+.3f}' for x in asym)}, because the amplitudes "
+                       "used: sqrt(t) lambda / beta - 1 = "
+                       f"{', '.join(f'{x:+.3f}' for x in asym)}, because the amplitudes "
                        "s_r sqrt(t) reach a_r only as t^(-1/T) (seed004_symmetric_approach)")
 
 
