@@ -134,6 +134,9 @@ def check_prop1_loss() -> CheckResult:
         res.residual,
         "arbitrary V, s, V*, s*, m (noise term separate: E xi = 0)",
         "symbolic" if res.residual == 0 else res.method,
+        "Fixed sizes only: the trace algebra's Gaussian rule is for one vector x ~ N(0, C); "
+        "the d×T input X with independent columns contracted with position vectors s ∈ R^T "
+        "(E[X s s'ᵀ Xᵀ] = <s, s'> I) is not a node it has, so d and T stay fixed here.",
         sizes="d = T = H = h = 2",
     )
 
