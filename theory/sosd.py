@@ -385,6 +385,8 @@ def check_lemma_a1(n_trials: int = 3000, seed: int = 0, constant: float = 1.0,
         starts = [np.r_[fa, fb], np.r_[fb + 1e-3 * rng.standard_normal(n), fb],
                   np.r_[one, one + 0.5], np.r_[np.ones(n), np.ones(n) + 1e-2 * one]]
         starts += [rng.standard_normal(2 * n) for _ in range(2)]
+        if n > 10:  # the large search starts from the family and one random pair (time)
+            starts = [starts[0], starts[1], starts[-1]]
         v, x = adversarial_max(
             lambda x, n=n: _a1_ratio(x[:n], x[n:], exponent, c_eff), starts)
         per_n[n] = v
