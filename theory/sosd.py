@@ -525,7 +525,8 @@ def check_lemma_a1(n_trials: int = 3000, seed: int = 0, constant: float = 1.0,
         f". Second check: {fails} sampled violations (max lhs/rhs {sampled:.3g}); family "
         f"{fam_txt}; search max per n: {search_txt}. The proof also gives the sharper "
         f"(1+√n)/max(α, β): max sampled ratio for it = {worst_max:.6f}.",
-        sizes=f"all n (proof); family n = 2..{scan[-1]}, search n ≤ {max(sizes)}",
+        sizes=f"all n (proof); family n = 2..{scan[-1]}"
+              + (f", search n ≤ {max(sizes)}" if sizes else ""),
         scope="proved" if ok else "")  # fmt: skip
 
 
