@@ -178,3 +178,16 @@ def test_lemma_a8_is_a_substantive_error_downstream():
     assert c.failure == "substantive"
     assert "(45)" in c.why and "sosd_thm45_query_gradient_bound" in c.why
     assert "sosd_thm45_query_gradient_bound" in theory.load_all()
+
+
+def test_a5_a6_a7_proofs_hold_and_break_on_a_tighter_bound(claim_run):
+    assert sosd.prove_lemma_a5()[1] and sosd.prove_lemma_a6()[1] and sosd.prove_lemma_a7()[1]
+    assert not sosd.prove_lemma_a5(lower=lambda x: 2 * (1 - x / 2))[1]
+    assert not sosd.prove_lemma_a6(0.5)[1]
+    assert not sosd.prove_lemma_a7(two=1)[1]
+    # the paper's (30) drops the cross terms of xᵀaaᵀx: a = (½, ½), x = (1, −1) gives 0 vs ½
+    steps, _ = sosd.prove_lemma_a7()
+    assert any("(30)" in s[0] and not s[1] for s in steps)
+    for name in ("sosd_lemma_a5_descent", "sosd_lemma_a6_softmax_gap",
+                 "sosd_lemma_a7_softmax_jacobian"):
+        assert claim_run(name).generality.startswith("proved for all sizes"), name
