@@ -2,9 +2,14 @@
 
 Seed 002 ("The Stability of Singular Distribution", arXiv 2605.26489) bounds the per-step change of
 the singular distribution ``Σ̂ = Σ / tr Σ`` of a weight matrix (Lemma A.4, through Lemmas A.1–A.3)
-and builds on it a two-phase theory for a one-layer softmax-attention model (Sec. 4). Most
-statements here quantify over all matrices or vectors; they are checked on seeded random and
-adversarial samples (``method="monte-carlo"``) and, where an identity is involved, symbolically.
+and builds on it a two-phase theory for a one-layer softmax-attention model (Sec. 4). Lemmas
+A.1 and A.4–A.7 quantify over every size and are *proved* for every size: the paper's chain of
+elementary steps, each checked by SymPy with the dimension a symbol (:func:`prove_lemma_a1`,
+:func:`prove_lemma_a4`, ...; norm axioms, von Neumann's trace inequality and β-smoothness are
+cited), with the extremal family shown to reach the supremum (A.1/A.4: ``b = e₁,
+a = e₁ + δ(0, 1, …, 1)`` gives √n/(1+√n) → 1). Seeded random samples, the family at sizes up to
+where a constant c < 1 first fails (n = ⌊(c/(1−c))²⌋ + 1) and an L-BFGS-B search stay as an
+independent second check. A.2 and A.3 (textbook theorems) are searched, not proved here.
 
 Errata found (each a refuted ``*_as_printed`` claim next to a verified corrected one):
 
