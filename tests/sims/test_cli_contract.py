@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sims.cli import ArgumentParser, UsageError, run_cli
+from sims.cli import ArgumentParser, UsageError, run_cli, seed_list
 from sims.extras import MissingExtraError
 from sims.parallel import SweepInterrupted
 
@@ -20,6 +20,21 @@ def test_parser_errors_are_one_line(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err == "demo: error: argument --n: invalid int value: 'x' (see --help)\n"
+
+
+def test_seed_list_refuses_a_repeated_seed():
+    """A repeated seed is the same run twice: refused, naming the seed and the text."""
+    import argparse
+
+    assert seed_list("0,1,2") == (0, 1, 2)
+    for text, dup in (("0,1,0", 0), ("3, 3", 3), ("5,2,7,2", 2)):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"seed {dup} is given twice"):
+            seed_list(text)
+    p = ArgumentParser(prog="demo")
+    p.add_argument("--seeds", type=seed_list)
+    with pytest.raises(SystemExit) as exc:
+        p.parse_args(["--seeds", "1,1"])
+    assert exc.value.code == 2
 
 
 @pytest.mark.parametrize(
