@@ -670,12 +670,11 @@ def build_parser():
 
 #: Costs behind :func:`estimate`: seconds per step and run, fixed (Python and small products:
 #: the default d = 32 run took 13 s for 20,000 steps on 2 idle cores, 0.65 ms per step) and per
-#: d³ (three SVDs of d × d per step; CPU seconds per step measured single-threaded on a loaded
-#: machine at d = 32, 64, 96, 128, 192: 1.1 ms + 2.5e-9 d³, scaled by the 0.57 of the
-#: idle/loaded fixed cost); floats kept per step and run (loss, norms, ΔΣ, bounds, margins: 30
+#: d³ (three SVDs of d × d per step: single-threaded CPU seconds at d = 32 and 128 give
+#: 0.53 ms + 2e-9 d³); floats kept per step and run (loss, norms, ΔΣ, bounds, margins: 30
 #: arrays, measured 244 B per step with the summary), doubled. The old 4e-7 d³ + 1 ms (4.7 min
 #: announced for a 13-s default run) was 20x too high.
-_SECONDS_PER_D3, _SECONDS_PER_STEP, _FLOATS_PER_STEP = 1.5e-9, 6.5e-4, 60
+_SECONDS_PER_D3, _SECONDS_PER_STEP, _FLOATS_PER_STEP = 2e-9, 6.5e-4, 60
 
 
 def estimate(cfg: ToyConfig):
