@@ -59,3 +59,100 @@ def tmp_results(tmp_path):
     d = tmp_path / "results"
     d.mkdir()
     return d
+
+
+# --------------------------------------------------------------------------- parallel runs
+# The suite runs on every core (pytest-xdist, `-n auto --dist loadgroup` in pyproject.toml).
+# A worker computes its own module- and session-scoped fixtures, so tests that share an
+# expensive one are sent to the same worker as a group (an `xdist_group` mark):
+# * every test that judges the committed summaries (`all_rows`, `findings_markdown`, the page):
+#   one judging (about 24 s on an idle core) per run instead of one per worker, cached below;
+# * every test reading the theory claims through the `claim_run` cache (all claims: ~33 s);
+# * the tests of one module that share a module-scoped fixture (a trained model, a run).
+_FINDINGS_WORDS = ("all_rows(", "findings_markdown(", "build_report(")
+
+
+def _fixture_scopes(item) -> dict:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return {}
+    out = {}
+    for name, defs in info.name2fixturedefs.items():
+        if defs:
+            out[name] = (defs[-1].scope, defs[-1].baseid)
+    return out
+
+
+def pytest_collection_modifyitems(config, items):
+    import inspect
+
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        scopes = _fixture_scopes(item)
+        try:
+            source = inspect.getsource(item.function)
+        except (OSError, TypeError, AttributeError):
+            source = ""
+        if "page" in scopes and item.module.__name__.endswith("test_report_page") or any(
+                w in source for w in _FINDINGS_WORDS):
+            group = "findings-rows"
+        elif "claim_run" in scopes:
+            group = "theory-claims"
+        else:
+            shared = [n for n, (scope, _) in scopes.items()
+                      if scope == "module" and not n.startswith("_")]
+            group = f"module:{item.module.__name__}" if shared else None
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _judge_the_summaries_once():
+    """Cache ``figures.report.claims.all_rows`` for the session (a deep copy per call).
+
+    Keyed by the numbers (their JSON) and by the state of the ``figures.report`` modules (the
+    identity of every attribute, the value of every number), so a test that monkeypatches a
+    rule or a threshold gets a fresh judging, never a stale one.
+    """
+    import copy
+    import hashlib
+    import json
+    import sys
+
+    try:
+        from figures import report
+        from figures.report import claims
+    except ImportError:  # pragma: no cover - depends on the installed extras
+        yield
+        return
+    real = claims.all_rows
+    cache: dict = {}
+
+    def state() -> tuple:
+        out = []
+        for name, mod in sorted(sys.modules.items()):
+            if name.startswith("figures.report") and mod is not None:
+                for k, v in sorted(vars(mod).items()):
+                    if isinstance(v, int | float | str | bool):
+                        out.append((name, k, v))
+                    elif callable(v):
+                        out.append((name, k, id(v)))
+        return tuple(out)
+
+    def cached(numbers, *args, **kwargs):
+        try:
+            text = json.dumps(numbers, sort_keys=True)
+        except (TypeError, ValueError):
+            return real(numbers, *args, **kwargs)
+        key = (hashlib.sha256(text.encode()).hexdigest(), repr(args), repr(sorted(kwargs.items())),
+               state())
+        if key not in cache:
+            cache[key] = real(numbers, *args, **kwargs)
+        return copy.deepcopy(cache[key])
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(claims, "all_rows", cached)
+    mp.setattr(report, "all_rows", cached)
+    yield
+    mp.undo()
