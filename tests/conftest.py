@@ -83,12 +83,25 @@ def _fixture_scopes(item) -> dict:
     return out
 
 
+#: Words in a test's source that make it `slow` (out of the fast tier) without a mark: a Python
+#: subprocess (an interpreter importing numpy/torch/JAX: seconds each), a training or pipeline
+#: run, a sweep on a pool or a cluster.
+_SLOW_WORDS = ("subprocess", "Popen", "run_core_only", "run_all(", "run_demo(", '"demo"',
+               "pretrain_from_scratch(", "run_confirmation(", "dask-local", "LocalCluster",
+               "run_campaign(", "--rehearse")
+
+
 def pytest_collection_modifyitems(config, items):
+    """Group tests that share an expensive fixture (xdist) and mark the slow ones.
+
+    `slow` (left out by `pytest -m "not slow"`, the fast tier) is set by hand on a test, or
+    here on every test that judges the committed summaries, reads the theory claims through
+    the shared cache (together: every claim), shares a module-scoped run, or whose source
+    names a subprocess or a training/pipeline run (:data:`_SLOW_WORDS`).
+    """
     import inspect
 
     for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
         scopes = _fixture_scopes(item)
         try:
             source = inspect.getsource(item.function)
@@ -103,8 +116,11 @@ def pytest_collection_modifyitems(config, items):
             shared = [n for n, (scope, _) in scopes.items()
                       if scope == "module" and not n.startswith("_")]
             group = f"module:{item.module.__name__}" if shared else None
-        if group:
+        if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
+        if group or any(w in source for w in _SLOW_WORDS):
+            if not item.get_closest_marker("slow"):
+                item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -129,27 +145,36 @@ def _judge_the_summaries_once():
     real = claims.all_rows
     cache: dict = {}
 
-    def state() -> tuple:
-        out = []
-        for name, mod in sorted(sys.modules.items()):
-            if name.startswith("figures.report") and mod is not None:
-                for k, v in sorted(vars(mod).items()):
-                    if isinstance(v, int | float | str | bool):
-                        out.append((name, k, v))
-                    elif callable(v):
-                        out.append((name, k, id(v)))
-        return tuple(out)
+    def value(v):
+        return v if isinstance(v, int | float | str | bool) else id(v)
+
+    def state() -> dict:
+        """Every number and the identity of every callable of the figures.report modules."""
+        return {(name, k): value(v)
+                for name, mod in list(sys.modules.items())
+                if name.startswith("figures.report") and mod is not None
+                for k, v in vars(mod).items()
+                if isinstance(v, int | float | str | bool) or callable(v)}
+
+    def unchanged(snapshot: dict) -> bool:
+        missing = object()
+        return all(value(getattr(sys.modules.get(name), k, missing)) == v
+                   for (name, k), v in snapshot.items())
 
     def cached(numbers, *args, **kwargs):
         try:
             text = json.dumps(numbers, sort_keys=True)
         except (TypeError, ValueError):
             return real(numbers, *args, **kwargs)
-        key = (hashlib.sha256(text.encode()).hexdigest(), repr(args), repr(sorted(kwargs.items())),
-               state())
-        if key not in cache:
-            cache[key] = real(numbers, *args, **kwargs)
-        return copy.deepcopy(cache[key])
+        head = (hashlib.sha256(text.encode()).hexdigest(), repr(args),
+                repr(sorted(kwargs.items())))
+        entries = cache.setdefault(head, [])
+        for snapshot, rows in entries:
+            if unchanged(snapshot):  # modules imported since then do not matter
+                return copy.deepcopy(rows)
+        rows = real(numbers, *args, **kwargs)
+        entries.append((state(), rows))  # taken after: the modules the judging imported too
+        return copy.deepcopy(rows)
 
     mp = pytest.MonkeyPatch()
     mp.setattr(claims, "all_rows", cached)
