@@ -393,7 +393,7 @@ def _confirm(args) -> int:
               f"  time: {estimate}")  # fmt: skip
         return 0
     _check_dir(out, "--out")
-    print(f"confirm --scale {args.scale}: {estimate}", file=sys.stderr, flush=True)
+    print(f"confirm --scale {args.scale}: {estimate}", flush=True)
     with leave_no_empty_folders(out):
         run_confirmation(cfg, out, quiet=args.quiet, reuse_from=args.reuse)
     return 0

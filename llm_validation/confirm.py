@@ -1751,6 +1751,7 @@ def estimate_line(cfg: ConfirmConfig, scale: str, workers: int, *, reuse: bool =
     except (OSError, KeyError, ValueError) as exc:
         return f"no time estimate ({type(exc).__name__}: the committed run's costs unreadable)"
     ph = ", ".join(f"{k} {v / 60:.0f}" for k, v in e["phases"].items() if v)
-    return (f"estimated {e['total'] / 60:.0f} min on {workers} idle cores ({ph} min; from the "
+    cores = f"{workers} idle core{'s' * (workers != 1)}"
+    return (f"estimated {e['total'] / 60:.0f} min on {cores} ({ph} min; from the "
             "committed run's CPU seconds, as benchmarks/bench_confirm.py computes it; a loaded "
             "machine takes longer)")

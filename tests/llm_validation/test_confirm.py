@@ -320,7 +320,7 @@ def test_confirm_cpu_announces_an_estimate_within_2x_of_the_committed_run(tmp_pa
     monkeypatch.setattr(confirm, "run_confirmation",
                         lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
     assert main(["confirm", "--scale", "cpu", "--out", str(tmp_path / "c")]) == 130
-    assert f"estimated {minutes} min on 2 idle cores" in capsys.readouterr().err
+    assert f"estimated {minutes} min on 2 idle cores" in capsys.readouterr().out
     assert "quick has no" not in confirm.estimate_line(confirm.SCALES["quick"], "quick", 2)
 
 
