@@ -91,6 +91,7 @@ _SLOW_WORDS = ("subprocess", "Popen", "run_core_only", "run_all(", "run_demo(", 
                "run_campaign(", "--rehearse")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Group tests that share an expensive fixture (xdist) and mark the slow ones.
 
