@@ -142,6 +142,24 @@ def test_bootstrap_stability_enumerates_small_samples_exactly():
         V.bootstrap_stability([], sign)
 
 
+def test_bootstrap_stability_random_branch_draws_every_unit():
+    """The random branch draws all n units: a rule that reads only the last one sees it.
+
+    ``decide`` holds when the resample contains unit n - 1; the share of resamples that
+    contain it at least once is 1 - (1 - 1/n)^n (n = 6: 0.665); a sampler that never draws the
+    last unit gives 0. exact_below=0 forces the random branch.
+    """
+    n = 6
+    rows = list(range(n))
+    share = V.bootstrap_stability(rows, lambda r: (n - 1) in r, n_boot=4000, seed=3,
+                                  exact_below=0)
+    # the reference resample is the full sample (holds); SE of a 4000-draw share <= 0.008
+    assert share == pytest.approx(1 - (1 - 1 / n) ** n, abs=0.04)
+    # and the first unit likewise (a sampler shifted by one would miss unit 0)
+    first = V.bootstrap_stability(rows, lambda r: 0 in r, n_boot=4000, seed=3, exact_below=0)
+    assert first == pytest.approx(1 - (1 - 1 / n) ** n, abs=0.04)
+
+
 def test_leave_one_out_stability_hand_computed():
     def sign(groups):
         return sum(sum(g) for g in groups) > 0

@@ -290,6 +290,40 @@ def test_figure_renders_from_results(tmp_path):
     assert path.name == "llm_confirm.png" and path.stat().st_size > 20_000
 
 
+def test_confirm_cpu_announces_an_estimate_within_2x_of_the_committed_run(tmp_path, capsys,
+                                                                         monkeypatch):
+    """The committed default run took 54 min of wall time on 2 shared cores (its commit): the
+    announced estimate is within 2x of it, in the dry run and before the real run starts."""
+    import re
+
+    from llm_validation.__main__ import main
+    from llm_validation.experiments import confirm
+
+    monkeypatch.setenv("SBT_WORKERS", "2")
+    assert main(["confirm", "--scale", "cpu", "--out", str(tmp_path / "c"), "--dry-run"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "time:" in ln)
+    minutes = int(re.search(r"estimated (\d+) min on 2 idle cores", line).group(1))
+    assert 54 / 2 <= minutes <= 54 * 2, line
+    # the phases add up: pre-training (2 models on 2 cores) is the longer pre-trained model's
+    # CPU time; fine-tuning is 26 jobs on 2 cores, so at least half their CPU seconds
+    ds = confirm.committed_costs()
+    job = json.loads(ds.attrs["job_cpu_seconds"])
+    e = confirm.estimate_run(ds, confirm.SCALES["cpu"].variants, 5, 2)
+    assert e["phases"]["pretrain"] == max(job["pretrain_target"], job["pretrain_proxy"])
+    assert e["total"] >= (job["pretrain_target"] + np.nansum(ds["run_cpu_seconds"])) / 2 - 1
+    # --reuse (the horizon check) skips pre-training and proxies; 5 epochs cost more runs
+    longer = confirm.estimate_run(ds, confirm.SCALES["cpu"].variants, 5, 2, step_factor=5 / 3,
+                                  reuse=True)  # fmt: skip
+    assert longer["phases"]["pretrain"] == longer["phases"]["proxies"] == 0
+    assert longer["phases"]["finetune"] > e["phases"]["finetune"]
+    # the real run announces it before any work: stop it at the first job
+    monkeypatch.setattr(confirm, "run_confirmation",
+                        lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert main(["confirm", "--scale", "cpu", "--out", str(tmp_path / "c")]) == 130
+    assert f"estimated {minutes} min on 2 idle cores" in capsys.readouterr().out
+    assert "quick has no" not in confirm.estimate_line(confirm.SCALES["quick"], "quick", 2)
+
+
 def test_confirm_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys):
     from llm_validation.__main__ import main
 

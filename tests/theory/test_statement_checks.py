@@ -276,6 +276,24 @@ def test_planted_statements_flip_the_fast_claims():
     assert s["flipped"] == len(FAST), s["not_flipped"]
 
 
+@pytest.mark.parametrize("flips", ["coef", "sign"])
+def test_a_claim_that_flips_under_one_kind_only_counts_as_flipped(monkeypatch, flips):
+    """A sign claim cannot flip by a coefficient: one kind flipping is enough (any, not all)."""
+    def fake_verdict(c, p, timeout=None):
+        if p is None:
+            return "verified", ("s",)
+        return ("refuted" if p.kind == flips else "verified"), ()
+
+    monkeypatch.setattr(plant, "_verdict", fake_verdict)
+    monkeypatch.setattr(plant, "load_all", lambda: None)
+    monkeypatch.setitem(plant.CLAIMS, "_tmp_one_kind", object())
+    (row,) = plant.plant_claims(["_tmp_one_kind"])
+    assert row.flipped is True and row.reason == ""
+    assert getattr(row, flips) == "refuted"
+    assert getattr(row, "sign" if flips == "coef" else "coef") == "verified"
+    assert plant.summary([row])["flipped"] == 1
+
+
 def test_plant_perturbs_exactly_one_site():
     x = sp.Symbol("x")
     with planting(Plant("sign", site=1)) as sites:

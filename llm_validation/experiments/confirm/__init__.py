@@ -91,7 +91,8 @@ Tables 2, 4 and 6 (mean ± std over seeds, paired differences with 95 % confiden
 """
 
 # The package's parts, by concern (issue 39): design (variants, scales), jobs (what a worker
-# runs), run (the driver and --reuse), analysis (statistics, aggregation), report (the tables).
+# runs), run (the driver and --reuse), analysis (statistics, aggregation), report (the tables),
+# estimate (the announced wall time).
 # The names below are the package's API; the underscored ones are read by the findings page.
 from llm_validation.experiments.confirm.analysis import (
     heldout_subset,
@@ -106,6 +107,12 @@ from llm_validation.experiments.confirm.design import (
     VARIANTS,
     ConfirmConfig,
     Variant,
+)
+from llm_validation.experiments.confirm.estimate import (
+    committed_costs,
+    estimate_line,
+    estimate_run,
+    lpt_makespan,
 )
 from llm_validation.experiments.confirm.report import (
     _PAIRS as _PAIRS,
@@ -154,4 +161,8 @@ __all__ = [
     "ACCURACY_MARGIN",
     "CHANCE",
     "GPU_SCRATCH_PRETRAIN",
+    "estimate_run",
+    "estimate_line",
+    "committed_costs",
+    "lpt_makespan",
 ]
