@@ -441,9 +441,11 @@ def _la_theory_vs_sim(n):
         f"with ρ in simulation and ODE: {'yes' if rises else 'no'}"
     )
     return (
-        (V.REPRODUCED if ok else V.NOT_REPRODUCED),
+        (V.REPRODUCED if ok else V.CONTRADICTED),
         ours,
-        "rule: reproduced when times agree within 1 % and entropy is non-decreasing in ρ",
+        "rule: reproduced when times agree within 1 % and entropy is non-decreasing in ρ; "
+        "contradicted otherwise (deterministic: a time off by more, or a fall, is a "
+        "counterexample)",
         ev(None, "deterministic simulation vs ODE, tolerance 1 %"),
     )
 
@@ -492,7 +494,7 @@ def _thm44_cap(n):
             f"cap {g(cap)} nats (H_GD = {g(s['entropy_gd'], 6)}); largest gain "
             f"{g(max(s['entropy_gain']))} nats"
         ),
-        "rule: verified when every gain is below the cap",
+        "rule: verified when every gain is below the cap, refuted when one exceeds it",
         ev(None, "deterministic bound check"),
     )
 
@@ -1161,30 +1163,62 @@ def _confirm_fsam(n):
     )
 
 
+#: The GPU row's stage: the paper's setting, a pretrained model with LoRA (SmolLM2 → Gemma-3).
+GPU_STAGE = "confirm_smollm2"
+GPU_COMMAND = f"python -m llm_validation campaign --stage {GPU_STAGE}"
+
+
 @claim(
     "confirm-gpu",
     "000",
     "The confirmation on real pretrained models (SmolLM2 → Gemma-3, LoRA)",
     "Sec. 6-7",
-    "the paper's models and benchmarks",
+    "the paper's models and benchmarks; FT+UP − FT average accuracy +1.2 to +3.2 points",
     None,
-    ("gpu_confirm",),
-    "python -m llm_validation campaign --stage confirm",
+    (f"gpu_{GPU_STAGE}",),
+    GPU_COMMAND,
     gpu=True,
 )
 def _confirm_gpu(n):
-    s = n["gpu_confirm"]
-    d = s.get("figures", {}).get("paired_differences", {}).get("ft_up-ft", {}).get("heldout_loss")
-    if d is None:
-        return V.NO_RESULT, "stage 'confirm' recorded no FT+UP − FT held-out loss", ""
-    m, lo, hi = (float(x) for x in d)
-    verdict, rule = V.interval_rule(lo, hi, expect="negative")
+    """FT+UP against the step-matched FT when the stage ran it, on accuracy when it has it.
+
+    The campaign keeps each paired difference as ``[mean, lo, hi]`` (95 % t) only, so the
+    paper's size is checked on the interval (no per-seed values for a p-value).
+    """
+    s = n[f"gpu_{GPU_STAGE}"]
+    pd = s.get("figures", {}).get("paired_differences", {})
+    b = "ft_matched" if "ft_up-ft_matched" in pd else "ft"
+    d = pd.get(f"ft_up-{b}", {})
+    metric = "accuracy_points" if d.get("accuracy_points") is not None else "heldout_loss"
+    if d.get(metric) is None:
+        return V.NO_RESULT, f"stage '{GPU_STAGE}' recorded no FT+UP − FT difference", ""
+    m, lo, hi = (float(x) for x in d[metric])
+    acc = metric == "accuracy_points"
+    verdict, rule = V.interval_rule(lo, hi, expect="positive" if acc else "negative")
+    first = "" if b == "ft_matched" else "not compute-matched: FT+UP trains more optimizer steps "
+    first += "" if b == "ft_matched" else "than FT; "
+    if b == "ft":
+        rule += (
+            "; FT+UP trains more optimizer steps than FT, so a gain cannot be told from the extra "
+            "compute: at most not shown until a step-matched FT is run"
+        )
+        verdict = V.NOT_SHOWN if verdict == V.REPRODUCED else verdict
+    if acc:
+        rule += (
+            f"; {V.SMALLER} when the interval contains 0 but lies wholly below the paper's "
+            f"smallest reported gain +{PAPER_UP_GAIN:g} points"
+        )
+        if verdict == V.NOT_SHOWN and hi < PAPER_UP_GAIN and lo <= 0:
+            verdict = V.SMALLER
+            first += (
+                f"smaller than the paper's effect: its smallest reported +{PAPER_UP_GAIN:g} "
+                f"points lies outside our 95 % interval [{sg(lo)}, {sg(hi)}]; "
+            )
+    what = "average accuracy" if acc else f"{LOSS_NOT_ACC}mean held-out loss"
+    unit = "points" if acc else "nats/token"
     return (
         verdict,
-        (
-            f"{LOSS_NOT_ACC}FT+UP − FT mean held-out loss {sg(m)} [{sg(lo)}, {sg(hi)}] "
-            f"nats/token on {s.get('device')}"
-        ),
+        f"{first}{what} FT+UP − {b} {sg(m)} [{sg(lo)}, {sg(hi)}] {unit} on {s.get('device')}",
         rule,
         ev(
             s.get("n_seeds"),
