@@ -63,6 +63,10 @@ ONE_SIDED_WHY: dict[str, str] = {
     "markov-fig5-early-stop": EVERY_SEED,
     "markov-ode-stages": EVERY_SEED,
     "markov-coupling-log2": THRESHOLD,
+    # the GPU campaign's paper-scale Markov runs (seed004.py, one rule per stage)
+    "markov_fig2_3-paper-scale": EVERY_SEED,
+    "markov_fig8_9-paper-scale": EVERY_SEED,
+    "markov_fig5-paper-scale": THRESHOLD,
 }
 
 
