@@ -46,8 +46,8 @@ th { background: #f1f1f1; position: sticky; top: 0; }
 td.num { color: #666; white-space: nowrap; }
 col.n { width: 2.6em; } col.claim { width: 13%; } col.where { width: 7%; }
 col.paper { width: 10%; } col.ours { width: 24%; } col.verdict { width: 13%; }
-col.fig { width: 12%; } col.cmd { width: 18%; }
-td.cmd { overflow-x: auto; }
+col.fig { width: 10%; } col.cmd { width: 20%; }
+td.cmd { overflow-x: auto; } td.cmd code { font-size: .8em; }
 code { font-size: .85em; background: #f5f5f5; padding: 0 .2em; overflow-wrap: normal;
        word-break: normal; white-space: normal; }
 td.cmd code { display: inline; line-height: 1.5; } code .t { white-space: nowrap; }
@@ -261,7 +261,7 @@ def _code(text) -> str:
 
 
 #: A cell longer than this is folded: its first part shows, the rest opens (``<details>``).
-FOLD_AT = 420
+FOLD_AT = 700
 
 
 def _cell(x) -> str:
@@ -270,11 +270,11 @@ def _cell(x) -> str:
     if len(text) <= FOLD_AT:
         return _inline(text)
     cut = -1
-    for sep in ("; ", ". ", ", ", " "):
-        cut = text.rfind(sep, 0, FOLD_AT - 120)
+    for sep in ("; ", ". ", ", ", " "):  # the latest clause end between 250 and 500 characters
+        cut = text.rfind(sep, 0, FOLD_AT - 200)
         while cut > 0 and text[:cut].count("`") % 2:  # never inside a code span
             cut = text.rfind(sep, 0, cut)
-        if cut > 0:
+        if cut >= 250:
             break
     if cut <= 0:
         return _inline(text)
@@ -445,7 +445,7 @@ def _html_row(n: int, r: Row, figures, out_dir: Path, embed: bool) -> str:
         f"<td class='claim'>{_inline(c.text)}</td><td>{_inline(c.where)}</td>"
         f"<td>{_inline(c.paper)}</td><td class='ours'>{_cell(f.ours)}</td>"
         f"<td><span class='verdict {cls}'>{_esc(f.verdict)}</span>{rule}</td>"
-        f"<td>{fig}</td><td class='cmd'>{_code(r.command)}</td></tr>"
+        f"<td>{fig}</td><td class='cmd' title='{_esc(r.command)}'>{_code(r.command)}</td></tr>"
     )
 
 

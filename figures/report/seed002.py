@@ -559,7 +559,9 @@ def _toy_sigma(n):
             f"fitted exponent p of ηT_QK in (ηT)^p = a + b·ln(1/σ) (law p = 2, rival p = 1; "
             f"Box-Cox profile, 95 % interval; {len(seeds)} seeds × 5 σ per η, one line per "
             f"seed): {per}. The R² of the squared fits alone (median {g(r2['median'])}) cannot "
-            "tell the law from its rival"
+            "tell the law from its rival; Eq. (76) also has a term linear in t (C_M v(0) t), "
+            "and the pure square is its small-v(0) limit (an exponent near 1 is what the linear "
+            "term gives when it dominates)"
         ),
         "rule: per η, the fitted exponent's 95 % interval (profile likelihood) against the law's "
         "2 and the rival's 1: reproduced when at every η it contains 2 and excludes 1, "

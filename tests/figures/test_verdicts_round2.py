@@ -281,6 +281,18 @@ def test_sigma_law_is_decided_against_its_unsquared_rival(numbers):
     assert all(not lo <= 2 <= hi for _, lo, hi, _ in fits.values())
 
 
+def test_a_planted_law_moves_the_sigma_verdict_and_its_resamples_together(numbers, monkeypatch):
+    """The full-data verdict and the seed resamples read the same law and rival: claiming
+    p = 0.9 against a rival 3 is reproduced at η <= 0.5 (intervals [0.55, 1.2], [0.46, 1.5],
+    [0.06, 0.99]) and contradicted at η = 1 ([0.02, 0.12]): not shown."""
+    before = _row(numbers, "sosd-toy-sigma")
+    monkeypatch.setattr(seed002, "SIGMA_LAW", 0.9)
+    monkeypatch.setattr(seed002, "SIGMA_RIVAL", 3.0)
+    after = _row(numbers, "sosd-toy-sigma")
+    assert before.verdict == V.CONTRADICTED and after.verdict == V.NOT_SHOWN
+    assert after.stability is not None and after.stability != before.stability
+
+
 def test_no_rule_decides_a_law_by_r2_alone(findings):
     for cid, f in findings.items():
         assert "R²" not in f.rule, cid
