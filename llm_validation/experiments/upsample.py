@@ -925,12 +925,6 @@ def check_inputs(cfg: UpsampleConfig, out: Path, *, dry_run: bool = False) -> Us
     if not dry_run:
         ensure_writable(out, kind="dir", arg="--out")
     data = read_data(cfg)
-    if cfg.weights and any(cfg.weight_field in r for r in data.records):
-        raise ValueError(f"the records already have a field {cfg.weight_field!r}; choose "
-                         "another --weight-field.")  # fmt: skip
-    if cfg.max_length < 8:
-        raise ValueError(f"`--max-length` must be >= 8 tokens; got {cfg.max_length}.")
-    recording_steps(len(data), cfg)
     if data.format == "messages" and not cfg.scratch:
         from llm_validation.models.registry import load_tokenizer
 
@@ -938,6 +932,12 @@ def check_inputs(cfg: UpsampleConfig, out: Path, *, dry_run: bool = False) -> Us
             from llm_validation.data.formats import render_examples
 
             render_examples(data, None)  # raises the chat-template message
+    if cfg.weights and any(cfg.weight_field in r for r in data.records):
+        raise ValueError(f"the records already have a field {cfg.weight_field!r}; choose "
+                         "another --weight-field.")  # fmt: skip
+    if cfg.max_length < 8:
+        raise ValueError(f"`--max-length` must be >= 8 tokens; got {cfg.max_length}.")
+    recording_steps(len(data), cfg)
     return data
 
 
