@@ -257,3 +257,36 @@ def test_bad_input_is_one_line_exit_2_before_any_work(tmp_path, capsys, tiny_mod
         assert len(lines) == 1 and "Traceback" not in err, (name, err)
         assert match in lines[0], (name, lines[0])
         assert set(tmp_path.rglob("*")) == before, name
+
+
+def test_what_the_proxy_reads_of_each_layout(tmp_path):
+    """The prompt and response of each layout, written out by hand."""
+    from llm_validation.data.formats import read_user_data, render_examples
+    from llm_validation.data.records import tokenize_examples
+    from llm_validation.experiments.upsample import UpsampleConfig, _scratch_tokenizer
+
+    p = tmp_path / "mixed.jsonl"
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+3?"},
+            {"role": "assistant", "content": "5"}]  # fmt: skip
+    p.write_text(json.dumps({"messages": chat}) + "\n")
+    data = read_user_data(p)
+    tok = _scratch_tokenizer(UpsampleConfig(data=str(p), proxy="scratch"), data)
+    (ex,) = render_examples(data, tok)
+    assert ex.prompt == ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+3?"
+                         "<|im_end|>\n<|im_start|>assistant\n")  # fmt: skip
+    assert ex.output == "5<|im_end|>"
+    (rec,) = tokenize_examples([ex], tok, max_length=512)
+    labelled = [t for t, lab in zip(rec["input_ids"], rec["labels"], strict=True) if lab != -100]
+    assert tok.decode(labelled) == "5<|im_end|><|endoftext|>"  # the response, then EOS
+    q = tmp_path / "alpaca.json"
+    q.write_text(json.dumps([{"instruction": "Add.", "input": "2 and 3", "output": "5"},
+                             {"instruction": "Say hi.", "output": "hi"}]))  # fmt: skip
+    with_input, plain = render_examples(read_user_data(q))
+    assert with_input.prompt.endswith("### Instruction:\nAdd.\n\n### Input:\n2 and 3\n\n"
+                                      "### Response:")  # fmt: skip
+    assert with_input.prompt.startswith("Below is an instruction that describes a task, paired")
+    assert plain.prompt is None and plain.instruction == "Say hi." and plain.output == "hi"
+    r = tmp_path / "pc.jsonl"
+    r.write_text(json.dumps({"prompt": "Q: 2+3\nA:", "completion": " 5"}) + "\n")
+    (pc,) = render_examples(read_user_data(r))
+    assert (pc.prompt, pc.output) == ("Q: 2+3\nA:", " 5")
