@@ -290,3 +290,20 @@ def test_what_the_proxy_reads_of_each_layout(tmp_path):
     r.write_text(json.dumps({"prompt": "Q: 2+3\nA:", "completion": " 5"}) + "\n")
     (pc,) = render_examples(read_user_data(r))
     assert (pc.prompt, pc.output) == ("Q: 2+3\nA:", " 5")
+
+
+def test_recording_steps_by_hand():
+    """20,000 examples at batch 32: 625 steps an epoch, 1/3 of it = 208; 2 * 104**(k/3)."""
+    from llm_validation.config import ProxyConfig
+    from llm_validation.experiments.upsample import UpsampleConfig, recording_steps
+    from llm_validation.train.proxy import plan_proxy
+
+    stop, steps = recording_steps(20_000, UpsampleConfig(data="d", proxy="scratch"))
+    assert stop == 208 and steps.tolist() == [0, 2, 9, 44, 208]  # 2 * 104**(1/3) = 9.40
+    cfg = ProxyConfig(n_checkpoints=5, batch_size=32)
+    assert plan_proxy(20_000, cfg, record_steps=steps).record_steps == (0, 2, 9, 44, 208)
+    for bad in ([0, 2, 9, 44, 200], [0, 9, 2, 44, 208], [0, 2, 44, 208]):
+        with pytest.raises(ValueError, match="record_steps"):
+            plan_proxy(20_000, cfg, record_steps=bad)
+    with pytest.raises(ValueError, match="fewer than the 4 recordings"):
+        recording_steps(40, UpsampleConfig(data="d", proxy="scratch"))
