@@ -41,6 +41,7 @@ WHAT = PROG  # the name used in "needs the `llm` extra" messages
 MODULE_COMMANDS: dict[str, str] = {
     "demo": "llm_validation.experiments.demo",
     "campaign": "llm_validation.campaign",
+    "upsample": "llm_validation.experiments.upsample",
 }
 
 STEPS = ("data", "proxy", "select", "synthesize", "finetune", "evaluate", "report", "run-all")
