@@ -396,8 +396,12 @@ class SlurmSettings:
             "mem_gb": self.mem_gb,
             "name": "sbtheory",
         }
-        if self.setup:
-            p[f"{self.cluster}_setup"] = list(self.setup)
+        # A job gets as many BLAS/OpenMP/torch threads as it has CPUs (as Dask's workers, which
+        # start with one): more would oversubscribe the node, and float32 reductions depend on
+        # the thread count, so the same sweep on another engine would give other last digits.
+        n = self.cpus
+        threads = f"export OMP_NUM_THREADS={n} MKL_NUM_THREADS={n} OPENBLAS_NUM_THREADS={n}"
+        p[f"{self.cluster}_setup"] = [threads, *self.setup]
         return {k: v for k, v in p.items() if v is not None}
 
 

@@ -122,7 +122,9 @@ def test_slurm_settings_from_variables_and_a_file(tmp_path):
     p = s.parameters()
     assert p["slurm_partition"] == "cpu" and p["timeout_min"] == 1590 and p["mem_gb"] == 7.5
     assert p["cpus_per_task"] == 4 and p["gpus_per_node"] == 1
-    assert p["slurm_setup"] == ["module load cuda"] and "slurm_qos" not in p
+    assert p["slurm_setup"] == [
+        "export OMP_NUM_THREADS=4 MKL_NUM_THREADS=4 OPENBLAS_NUM_THREADS=4", "module load cuda"]
+    assert "slurm_qos" not in p
     assert slurm_settings({"SBT_SLURM_TIME": "00:00:30"}).time == 1  # rounded up to a minute
     assert slurm_settings({"SBT_SLURM_TIME": "45"}).time == 45
 
