@@ -351,6 +351,8 @@ def _confirm(args) -> int:
 
     require("llm", what=f"{WHAT} confirm")
     from llm_validation.experiments.confirm import SCALES, run_confirmation
+    from llm_validation.experiments.confirm.design import estimate_seconds
+    from llm_validation.experiments.confirm.run import duration_line
     from llm_validation.runs import leave_no_empty_folders
 
     cfg = SCALES[args.scale]
@@ -385,6 +387,7 @@ def _confirm(args) -> int:
               f"  fine-tuning epochs: {cfg.finetune.epochs:g}; programs "
               f"{'run in the sandbox' if cfg.execute_programs else 'scored as text'}\n"
               f"  seeds: {', '.join(map(str, cfg.seeds))}")  # fmt: skip
+        print(duration_line(estimate_seconds(cfg)))
         return 0
     _check_dir(out, "--out")
     with leave_no_empty_folders(out):

@@ -35,6 +35,23 @@ def _say(msg: str, quiet: bool) -> None:
         print(msg, flush=True)
 
 
+def duration_line(est: dict) -> str:
+    """The estimated duration as ``confirm`` prints it before any work (and ``--dry-run``)."""
+    if not est["modelled"]:
+        return ("estimated duration: not modelled for this scale's models (GPU-sized; see the "
+                "scale's comment in llm_validation.experiments.confirm.design)")  # fmt: skip
+    return (
+        f"estimated duration: {est['wall'] / 60:.0f} min of wall time on {est['workers']} idle "
+        f"cores ({est['cpu'] / 60:.0f} CPU-min; a shared machine takes longer)"
+    )
+
+
+def _cpu_now() -> float:
+    """CPU seconds of this process and its finished children (the workers), user + system."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def _available(variant: Variant) -> bool:
     if variant.needs is None:
         return True
@@ -79,7 +96,13 @@ def run_confirmation(
     out = ensure_writable(out_dir, kind="dir", arg="out_dir")
     if reuse_from is not None:
         check_reuse_folder(reuse_from, out)  # before the corpus is written
+    from llm_validation.experiments.confirm.design import estimate_seconds
+
+    est = estimate_seconds(cfg)
+    _say(duration_line(est), quiet)
     t_start = time.perf_counter()
+    c_start = _cpu_now()
+    load_start = os.getloadavg()
     cpu: dict[str, float] = {}  # CPU seconds per phase (1 thread per worker: idle-core time)
     job_cpu: dict = {}  # CPU seconds per job (benchmarks/bench_confirm.py estimates from them)
     variants = {v: VARIANTS[v] for v in cfg.variants if _available(VARIANTS[v])}
@@ -165,6 +188,7 @@ def run_confirmation(
             "model": models["proxy" if kind == "small" else "target"],
             "train_file": str(train_file),
             "max_length": cfg.max_length,
+            "lt_records": cfg.lt_records,
             "out": str(out / f"seed{s}" / f"proxy_{kind}"),
             "threads": _threads(workers, cfg.threads),
         }
@@ -274,12 +298,30 @@ def run_confirmation(
     cpu["finetune"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
     job_cpu["pt_eval"] = float(res[-1].attrs.get("cpu_seconds", np.nan))  # the last job: PT
     held_src = [e.source for e in _examples(heldout_file)] if heldout_file else []
+    from llm_validation.experiments.confirm.analysis import benchmark_items
+
     ds = _aggregate(
-        cfg, variants, ft_jobs, res, sel_info, trajs, train_idx, corrupted, levels, src, held_src
+        cfg,
+        variants,
+        ft_jobs,
+        res,
+        sel_info,
+        trajs,
+        train_idx,
+        corrupted,
+        levels,
+        src,
+        held_src,
+        items=benchmark_items(data / "dataset"),
     )
     if (data / "contamination.json").exists():
         ds.attrs["contamination"] = (data / "contamination.json").read_text()
     ds.attrs["seconds_total_this_call"] = time.perf_counter() - t_start
+    # issue 36: the measured wall time and CPU time of this call (all processes), the load
+    ds.attrs["wall_seconds_measured"] = time.perf_counter() - t_start
+    ds.attrs["cpu_seconds_measured"] = _cpu_now() - c_start
+    ds.attrs["estimated_wall_seconds"] = est["wall"]
+    ds.attrs["load"] = json.dumps({"start": load_start, "end": os.getloadavg()})
     ds.attrs["cpu_seconds"] = json.dumps(cpu)
     ds.attrs["job_cpu_seconds"] = json.dumps(job_cpu)
     ds.attrs["workers"] = workers
@@ -290,7 +332,10 @@ def run_confirmation(
         dataclasses.asdict(cfg),
         seed=list(cfg.seeds),
         extra={"skipped_variants": skipped, "load": os.getloadavg(),
-               "reused_from": str(reuse) if reuse else None},
+               "reused_from": str(reuse) if reuse else None,
+               "wall_seconds_measured": ds.attrs["wall_seconds_measured"],
+               "cpu_seconds_measured": ds.attrs["cpu_seconds_measured"],
+               "estimated_wall_seconds": est["wall"]},
     )  # fmt: skip
     write_netcdf(out / "results.nc", ds, meta=meta)
     text = report(ds)
