@@ -52,6 +52,20 @@ def _mean_sd(vals, digits: int = 1, scale: float = 1.0) -> str:
     return f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}"
 
 
+def chance_levels(ds) -> dict[str, float]:
+    """Chance accuracy per format: :data:`CHANCE`, MMLU-Math's from the run's own key.
+
+    When the gold letters are stored, MMLU-Math's chance is the best constant-letter baseline
+    of the key (issue 36: with sorted options "always B" scored 55 %, not 25 %).
+    """
+    out = dict(CHANCE)
+    if "item_gold" in ds.coords:
+        gold = [g for g in ds["item_gold"].values if g]
+        if gold:
+            out["mmlu_math"] = constant_letter_chance(gold)
+    return out
+
+
 def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
     """Mean ± std (over seeds) per benchmark and average, columns = variants.
 
@@ -69,9 +83,11 @@ def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
         "|---|" + "---:|" * len(have),
     ]
 
+    chance = chance_levels(ds)
+
     def cell(c, b):
         if c == "chance":
-            return f"{100 * (np.mean(list(CHANCE.values())) if b == 'avg' else CHANCE[b]):.1f}"
+            return f"{100 * (np.mean(list(chance.values())) if b == 'avg' else chance[b]):.1f}"
         if c == "pt":
             v = (
                 ds["pt_accuracy"].sel(benchmark=b).values
