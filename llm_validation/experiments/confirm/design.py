@@ -321,8 +321,12 @@ SCALES: dict[str, ConfirmConfig] = {
 
 # ----------------------------------------------------------------------------- cost model
 
-#: CPU seconds (one thread, idle core) of the cpu scale's parts, measured (issue 36; the
-#: pilot's and the committed runs' own ``job_cpu_seconds``): pre-training per problem-epoch of
+#: CPU seconds (one thread) of the cpu scale's parts, from issue 29's committed run's own
+#: ``job_cpu_seconds`` (on a loaded machine: about 1.3-1.7x the idle cost, so the estimate
+#: errs long): target pre-training 1430 s for 36,000 x 4 problem-epochs, the proxy's 487 s for
+#: 36,000 x 3, a proxy run 29 s, fine-tuning runs 85 s at 99 steps and 98 s at ~130 (fit: 0.42
+#: s/step + 43.5 s, of which ~11 s are 568 generated answers at the issue's <= 0.02 s each).
+#: Pre-training per problem-epoch of
 #: the cpu target (0.46M parameters) and proxy (0.13M), other sizes scaled by
 #: ``hidden**2 * layers``; a fine-tuning run as ``FT_BASE + FT_STEP * steps + GEN_ITEM *
 #: generated answers + LOSS_ITEM * held-out losses``; a proxy run as ``PROXY_BASE`` plus
@@ -331,11 +335,11 @@ SCALES: dict[str, ConfirmConfig] = {
 COSTS = {
     "pretrain_target": 0.0099,
     "pretrain_proxy": 0.0045,
-    "ft_base": 8.0,
-    "ft_step": 0.40,
+    "ft_base": 32.0,
+    "ft_step": 0.42,
     "gen_item": 0.020,
     "loss_item": 0.002,
-    "proxy_base": 25.0,
+    "proxy_base": 29.0,
     "lt_record": 0.0004,
     "overhead": 60.0,
 }
