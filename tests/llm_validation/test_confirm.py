@@ -235,8 +235,10 @@ def test_reuse_finds_a_run_keyed_by_relative_or_absolute_paths(tmp_path, monkeyp
 
 def test_every_variant_is_described():
     names = {"ft", "ft_matched", "ft_up", "random", "easy", "ft_up_last", "ft_up_k10", "ft_up_k15",
-             "ft_up_self", "ft_muon", "ft_up_muon", "ft_fsam", "ft_up_clean"}  # fmt: skip
+             "ft_up_self", "ft_muon", "ft_up_muon", "ft_fsam", "ft_up_clean",
+             "ft_up_late"}  # fmt: skip
     assert names == set(VARIANTS)
+    assert VARIANTS["ft_up_late"].late_oracle and VARIANTS["ft_up_late"].setting == "ft_up"
     assert VARIANTS["ft_up_last"].features == "last" and VARIANTS["ft_up_k15"].k == 15
 
 
@@ -549,3 +551,24 @@ def test_bench_confirm_estimate_and_check_against_a_run_by_hand():
     assert c["estimate_cpu"] == pytest.approx(COSTS["overhead"] + 150 + 20 + 160)
     assert c["cpu_ratio"] == pytest.approx(c["estimate_cpu"] / 400)
     assert c["wall_ratio"] == pytest.approx(c["estimate_wall"] / 300)
+
+
+def test_latest_learners_are_the_unlearned_then_the_latest_half_drops():
+    """ft_up_late's oracle selection on a synthetic trajectory with known half-drops: losses
+    4 -> 0 falling linearly to 0 at step T_i reach half (2) at T_i / 2 (eq. 11's t_i)."""
+    from llm_validation.experiments.confirm.analysis import latest_learners
+    from sims.selection import loss_learning_times, selection_check
+
+    steps = np.array([0, 1, 2, 4, 8, 16, 32])
+    ends = np.array([2, 32, 4, 16, 8, 1000])  # the last never reaches 0 within 32 steps...
+    losses = np.maximum(0, 4 - 4 * steps[None, :] / ends[:, None])
+    losses[-1] = 4.0  # ...and stays flat: not learned (no learning time)
+    t = loss_learning_times(steps, losses)
+    np.testing.assert_allclose(t[:5], ends[:5] / 2)  # 1, 16, 2, 8, 4
+    assert np.isnan(t[5])
+    late = latest_learners(t, 3)
+    assert late.tolist() == [False, True, False, True, False, True]  # unlearned, 16, 8
+    chk = selection_check(t, late)
+    assert chk.auc == 1.0  # every selected example is learned after every other one
+    with pytest.raises(ValueError, match="`count` must be in"):
+        latest_learners(t, 7)

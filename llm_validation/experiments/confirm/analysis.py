@@ -97,6 +97,25 @@ def paired_bootstrap(
     return m, float(lo), float(hi)
 
 
+def latest_learners(times, count: int) -> np.ndarray:
+    """Mask of the ``count`` examples learned latest: the selection of ``ft_up_late``.
+
+    Unlearned examples (``nan``) come first, then by learning time, latest first; ties by
+    index (issue 36).
+
+    Examples:
+        >>> latest_learners([3.0, float("nan"), 1.0, 7.0], 2).tolist()
+        [False, True, False, True]
+    """
+    t = np.asarray(times, dtype=float)
+    if not 0 <= count <= t.size:
+        raise ValueError(f"`count` must be in [0, {t.size}]; got {count}.")
+    order = np.lexsort((np.arange(t.size), -np.where(np.isfinite(t), t, np.inf)))
+    mask = np.zeros(t.size, bool)
+    mask[order[:count]] = True
+    return mask
+
+
 def benchmark_items(bench_dir) -> dict[str, np.ndarray]:
     """Every benchmark item in evaluation order: its format, half and multiple-choice gold.
 

@@ -30,6 +30,9 @@ class Variant:
             seed (its selection, hence its upsampled size, is made from the same proxy run).
             ``ft_matched`` is FT with FT+UP's step count: "upsampling helps" apart from
             "training longer helps".
+        late_oracle: upsample, instead of the hard cluster, as many examples as it holds
+            taken in order of the proxy's learning time, latest first (issue 36: the paper's
+            mechanism tested directly, whether or not the clustering picks late learners).
     """
 
     setting: str = "ft"
@@ -40,6 +43,7 @@ class Variant:
     needs: str | None = None
     oracle_clean: bool = False
     match_steps: str | None = None
+    late_oracle: bool = False
 
 
 #: The conditions of the experiment (the paper's table/figure in the comment).
@@ -57,6 +61,7 @@ VARIANTS: dict[str, Variant] = {
     "ft_up_muon": Variant("ft_up", optimizer="muon", needs="sims.optim.factory"),
     "ft_fsam": Variant("ft", optimizer="fsam", needs="sims.optim.hf"),  # SAM vs upsampling
     "ft_up_clean": Variant("ft_up", oracle_clean=True),  # beyond the paper: noise-free oracle
+    "ft_up_late": Variant("ft_up", late_oracle=True),  # beyond: the latest learners (issue 36)
 }
 
 

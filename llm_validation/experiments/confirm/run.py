@@ -14,7 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from llm_validation.experiments.confirm.analysis import _aggregate, matched_epochs
+from llm_validation.experiments.confirm.analysis import (
+    _aggregate,
+    latest_learners,
+    learning_times,
+    matched_epochs,
+)
 from llm_validation.experiments.confirm.design import VARIANTS, ConfirmConfig, Variant
 from llm_validation.experiments.confirm.jobs import (
     _corrupted,
@@ -235,6 +240,17 @@ def run_confirmation(
                 cfg.selection, features=v.features, n_checkpoints=v.k, seed=s
             )
             sel = select_examples(trajs[(s, v.proxy)], scfg)
+            if v.late_oracle:  # the same count, the latest learners (issue 36)
+                tr = trajs[(s, v.proxy)]
+                if "lt_loss" not in tr:
+                    raise ValueError(
+                        "`ft_up_late` needs the proxy's log-spaced losses: set `lt_records` > 0."
+                    )
+                late = latest_learners(
+                    learning_times(tr["lt_step"].values, tr["lt_loss"].values),
+                    int(sel["hard"].sum()),
+                )
+                sel = sel.assign(hard=("example", late))
             c = usage_counts(sel, v.setting, scfg.upsample_factor)
             if v.oracle_clean:
                 c[corrupted[train_idx]] = 1
