@@ -21,7 +21,6 @@ into DIR (resumable), then reports from it.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import json
 import math
 import sys
@@ -32,72 +31,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout
 from sims.runtime.cli import ArgumentParser, positive_int  # noqa: E402
 
 
-def lpt_makespan(costs: list[float], workers: int) -> float:
-    """Wall time of ``costs`` on ``workers`` (longest job first to the least loaded worker).
-
-    Examples:
-        >>> lpt_makespan([3, 3, 2, 2, 2], 2)
-        7.0
-    """
-    loads = [0.0] * max(1, workers)
-    for c in sorted(costs, reverse=True):
-        heapq.heapreplace(loads, loads[0] + c)
-    return float(max(loads))
-
-
-def _steps_of(variant: str, ft_steps: float, up_steps: float) -> float:
-    from llm_validation.experiments.confirm import VARIANTS
-
-    v = VARIANTS[variant]
-    return ft_steps if v.setting == "ft" and v.match_steps is None else up_steps
-
-
 def estimate(ds, variants, seeds: int, workers: int) -> dict:
-    """Estimated wall seconds per phase of a run of ``variants`` x ``seeds`` on ``workers``."""
-    import numpy as np
+    """Estimated wall seconds per phase.
 
-    from llm_validation.experiments.confirm import VARIANTS
+    ``llm_validation.experiments.confirm.estimate_run``, shared with ``confirm``'s own
+    announcement.
+    """
+    from llm_validation.experiments.confirm import estimate_run
 
-    job = json.loads(ds.attrs["job_cpu_seconds"])
-    steps = ds["train_steps"].values.ravel()
-    cost = ds["run_cpu_seconds"].values.ravel()
-    ok = np.isfinite(steps) & np.isfinite(cost)
-    if len(set(steps[ok])) >= 2:
-        b, a = np.polyfit(steps[ok], cost[ok], 1)
-    else:  # one step count measured: cost proportional to steps
-        a, b = 0.0, float(np.mean(cost[ok] / steps[ok]))
-    ft_steps = float(np.nanmean(ds["train_steps"].sel(variant="ft").values))
-    up = [v for v in ds["variant"].values if _steps_of(str(v), 0, 1) == 1]
-    up_steps = float(np.nanmean(ds["train_steps"].sel(variant=up).values)) if up else ft_steps
-    pre = [job.get("pretrain_target", 0.0), job.get("pretrain_proxy", 0.0)]
-    proxy = float(np.nanmean(job.get("proxy", [np.nan])))
-    ratio = (pre[0] / pre[1]) if pre[1] else 1.0  # proxy = target costs the target's per token
-    kinds = {VARIANTS[v].proxy for v in variants if VARIANTS[v].setting != "ft"}
-    kinds |= {"small"} if any(VARIANTS[v].match_steps for v in variants) else set()
-    proxies = [proxy * (ratio if k == "target" else 1.0) for k in kinds for _ in range(seeds)]
-    runs = []
-    for v in variants:
-        c = a + b * _steps_of(v, ft_steps, up_steps)
-        if VARIANTS[v].optimizer == "fsam":  # two gradients per step: the training part twice
-            c += b * _steps_of(v, ft_steps, up_steps)
-        runs += [c] * seeds
-    runs.append(job.get("pt_eval", 0.0))
-    from llm_validation.experiments.confirm.design import COSTS
-
-    phases = {
-        "overhead": COSTS["overhead"],  # start-up, imports, the corpus (issue 36)
-        "pretrain": lpt_makespan(pre, min(workers, 2)),
-        "proxies": lpt_makespan(proxies, workers) if proxies else 0.0,
-        "finetune": lpt_makespan(runs, workers),
-    }
-    return {
-        "fit": (float(a), float(b)),
-        "ft_steps": ft_steps,
-        "up_steps": up_steps,
-        "phases": phases,
-        "total": sum(phases.values()),
-        "cpu_total": sum(pre) + sum(proxies) + sum(runs) + COSTS["overhead"],
-    }
+    return estimate_run(ds, variants, seeds, workers)
 
 
 def check_against_run(ds, workers: int) -> dict:

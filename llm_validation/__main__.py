@@ -41,6 +41,7 @@ WHAT = PROG  # the name used in "needs the `llm` extra" messages
 MODULE_COMMANDS: dict[str, str] = {
     "demo": "llm_validation.experiments.demo",
     "campaign": "llm_validation.campaign",
+    "upsample": "llm_validation.experiments.upsample",
 }
 
 STEPS = ("data", "proxy", "select", "synthesize", "finetune", "evaluate", "report", "run-all")
@@ -351,8 +352,6 @@ def _confirm(args) -> int:
 
     require("llm", what=f"{WHAT} confirm")
     from llm_validation.experiments.confirm import SCALES, run_confirmation
-    from llm_validation.experiments.confirm.design import estimate_seconds
-    from llm_validation.experiments.confirm.run import duration_line
     from llm_validation.runs import leave_no_empty_folders
 
     cfg = SCALES[args.scale]
@@ -377,6 +376,11 @@ def _confirm(args) -> int:
         from llm_validation.experiments.confirm import check_reuse_folder
 
         check_reuse_folder(args.reuse, out, arg="--reuse")
+    from llm_validation.experiments.confirm import estimate_line
+    from sims.runtime.parallel import default_workers
+
+    workers = cfg.workers or default_workers(len(cfg.seeds) * len(cfg.variants))
+    estimate = estimate_line(cfg, args.scale, workers, reuse=args.reuse is not None)
     if args.dry_run:
         print(f"confirm --scale {args.scale}: results in {out}\n"
               f"  corpus: {cfg.n_pretrain} pre-training, {cfg.n_train} fine-tuning, {cfg.n_test} "
@@ -386,10 +390,11 @@ def _confirm(args) -> int:
               f"  variants: {', '.join(cfg.variants)}\n"
               f"  fine-tuning epochs: {cfg.finetune.epochs:g}; programs "
               f"{'run in the sandbox' if cfg.execute_programs else 'scored as text'}\n"
-              f"  seeds: {', '.join(map(str, cfg.seeds))}")  # fmt: skip
-        print(duration_line(estimate_seconds(cfg)))
+              f"  seeds: {', '.join(map(str, cfg.seeds))}\n"
+              f"  time: {estimate}")  # fmt: skip
         return 0
     _check_dir(out, "--out")
+    print(f"confirm --scale {args.scale}: {estimate}", flush=True)
     with leave_no_empty_folders(out):
         run_confirmation(cfg, out, quiet=args.quiet, reuse_from=args.reuse)
     return 0

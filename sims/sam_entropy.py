@@ -725,6 +725,36 @@ def _float_list(text: str) -> list[float]:
 PROG = "python -m sims.sam_entropy"
 
 
+#: Where the default run writes (and the figures read); other parameters go below ``runs/``.
+DEFAULT_OUT = Path("results/sam_entropy")
+#: The flags that change the result (``--no-cross-check``, ``--json`` and the like do not).
+PARAMETER_FLAGS = ("eigenvalues", "family", "dim", "spread", "rho", "rho_frac", "eps", "c",
+                   "tau", "dynamics", "sam_form", "n_context")  # fmt: skip
+
+
+def parameters_tag(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
+    """The non-default parameters of ``args`` as a folder name (``rho-1_eps-0.02``; ``""``).
+
+    Examples:
+        >>> p = build_parser()
+        >>> parameters_tag(p.parse_args(["--rho", "1.0", "--eps", "0.02"]), p)
+        'rho-1_eps-0.02'
+        >>> parameters_tag(p.parse_args(["--no-plot"]), p)
+        ''
+    """
+    import re
+
+    parts = []
+    for dest in PARAMETER_FLAGS:
+        value = getattr(args, dest)
+        if value == parser.get_default(dest):
+            continue
+        text = ",".join(f"{v:g}" for v in value) if isinstance(value, tuple | list) else (
+            f"{value:g}" if isinstance(value, float) else str(value))
+        parts.append(f"{dest.replace('_', '-')}-{re.sub(r'[^A-Za-z0-9.,+-]', '', text)}")
+    return "_".join(parts)[:120]
+
+
 def build_parser() -> ArgumentParser:
     """The CLI of ``python -m sims.sam_entropy``."""
     p = ArgumentParser(
@@ -769,8 +799,10 @@ def build_parser() -> ArgumentParser:
                    help="context length N in a_i, used by --dynamics full (default: %(default)s)")
     p.add_argument("--sweep", action="store_true",
                    help="map the ordering over ρ and spectrum spread for 4 ODE models")
-    p.add_argument("--out", type=Path, default=Path("results/sam_entropy"),
-                   help="output folder (default: %(default)s)")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"output folder (default: {DEFAULT_OUT}, the default parameters' "
+                        f"results; a run with other parameters writes to {DEFAULT_OUT}/runs/"
+                        "<its parameters> so it never replaces them)")  # fmt: skip
     p.add_argument("--json", action="store_true",
                    help="print the JSON summary on stdout instead of the table (the result "
                         "files are still written unless --no-write)")  # fmt: skip
@@ -870,8 +902,18 @@ def _main(argv: Sequence[str] | None) -> int:
                 cross_check=not args.no_cross_check, sam_form=args.sam_form.replace("-", "_"),
             )  # fmt: skip
         out: Path = args.out
+        if out is None:  # the default folder holds only the default parameters' results
+            tag = parameters_tag(args, parser)
+            out = DEFAULT_OUT / "runs" / tag if tag else DEFAULT_OUT
+            if tag and not args.no_write:
+                print(f"{PROG}: non-default parameters: writing to {out} ({DEFAULT_OUT} keeps "
+                      "the default run; --out chooses another folder)", file=sys.stderr)
         if not args.no_write:
             ensure_writable(out, kind="dir", arg="--out")
+            if args.out is None:
+                from sims.runtime.io import acquire_run_lock
+
+                acquire_run_lock(out, arg="--out", prog=PROG)
     except UsageError:
         raise
     except (ValueError, TypeError) as err:

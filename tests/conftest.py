@@ -59,3 +59,126 @@ def tmp_results(tmp_path):
     d = tmp_path / "results"
     d.mkdir()
     return d
+
+
+# --------------------------------------------------------------------------- parallel runs
+# The suite runs on every core (pytest-xdist, `-n auto --dist loadgroup` in pyproject.toml).
+# A worker computes its own module- and session-scoped fixtures, so tests that share an
+# expensive one are sent to the same worker as a group (an `xdist_group` mark):
+# * every test that judges the committed summaries (`all_rows`, `findings_markdown`, the page):
+#   one judging (about 24 s on an idle core) per run instead of one per worker, cached below;
+# * every test reading the theory claims through the `claim_run` cache (all claims: ~33 s);
+# * the tests of one module that share a module-scoped fixture (a trained model, a run).
+_FINDINGS_WORDS = ("all_rows(", "findings_markdown(", "build_report(")
+
+
+def _fixture_scopes(item) -> dict:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return {}
+    out = {}
+    for name, defs in info.name2fixturedefs.items():
+        if defs:
+            out[name] = (defs[-1].scope, defs[-1].baseid)
+    return out
+
+
+#: Words in a test's source that make it `slow` (out of the fast tier) without a mark: a Python
+#: subprocess (an interpreter importing numpy/torch/JAX: seconds each), a training or pipeline
+#: run, a sweep on a pool or a cluster.
+_SLOW_WORDS = ("subprocess", "Popen", "run_core_only", "run_all(", "run_demo(", '"demo"',
+               "pretrain_from_scratch(", "run_confirmation(", "dask-local", "LocalCluster",
+               "run_campaign(", "--rehearse")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Group tests that share an expensive fixture (xdist) and mark the slow ones.
+
+    `slow` (left out by `pytest -m "not slow"`, the fast tier) is set by hand on a test, or
+    here on every test that judges the committed summaries, reads the theory claims through
+    the shared cache (together: every claim), shares a module-scoped run, or whose source
+    names a subprocess or a training/pipeline run (:data:`_SLOW_WORDS`).
+    """
+    import inspect
+
+    for item in items:
+        scopes = _fixture_scopes(item)
+        try:
+            source = inspect.getsource(item.function)
+        except (OSError, TypeError, AttributeError):
+            source = ""
+        if "page" in scopes and item.module.__name__.endswith("test_report_page") or any(
+                w in source for w in _FINDINGS_WORDS):
+            group = "findings-rows"
+        elif "claim_run" in scopes:
+            group = "theory-claims"
+        else:
+            shared = [n for n, (scope, _) in scopes.items()
+                      if scope == "module" and not n.startswith("_")]
+            group = f"module:{item.module.__name__}" if shared else None
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
+        if group or any(w in source for w in _SLOW_WORDS):
+            if not item.get_closest_marker("slow"):
+                item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _judge_the_summaries_once():
+    """Cache ``figures.report.claims.all_rows`` for the session (a deep copy per call).
+
+    Keyed by the numbers (their JSON) and by the state of the ``figures.report`` modules (the
+    identity of every attribute, the value of every number), so a test that monkeypatches a
+    rule or a threshold gets a fresh judging, never a stale one.
+    """
+    import copy
+    import hashlib
+    import json
+    import sys
+
+    try:
+        from figures import report
+        from figures.report import claims
+    except ImportError:  # pragma: no cover - depends on the installed extras
+        yield
+        return
+    real = claims.all_rows
+    cache: dict = {}
+
+    def value(v):
+        return v if isinstance(v, int | float | str | bool) else id(v)
+
+    def state() -> dict:
+        """Every number and the identity of every callable of the figures.report modules."""
+        return {(name, k): value(v)
+                for name, mod in list(sys.modules.items())
+                if name.startswith("figures.report") and mod is not None
+                for k, v in vars(mod).items()
+                if isinstance(v, int | float | str | bool) or callable(v)}
+
+    def unchanged(snapshot: dict) -> bool:
+        missing = object()
+        return all(value(getattr(sys.modules.get(name), k, missing)) == v
+                   for (name, k), v in snapshot.items())
+
+    def cached(numbers, *args, **kwargs):
+        try:
+            text = json.dumps(numbers, sort_keys=True)
+        except (TypeError, ValueError):
+            return real(numbers, *args, **kwargs)
+        head = (hashlib.sha256(text.encode()).hexdigest(), repr(args),
+                repr(sorted(kwargs.items())))
+        entries = cache.setdefault(head, [])
+        for snapshot, rows in entries:
+            if unchanged(snapshot):  # modules imported since then do not matter
+                return copy.deepcopy(rows)
+        rows = real(numbers, *args, **kwargs)
+        entries.append((state(), rows))  # taken after: the modules the judging imported too
+        return copy.deepcopy(rows)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(claims, "all_rows", cached)
+    mp.setattr(report, "all_rows", cached)
+    yield
+    mp.undo()

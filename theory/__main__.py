@@ -31,9 +31,11 @@ def _parser() -> ArgumentParser:
     p.add_argument("--claim", action="append", metavar="NAME",
                    help="run only this claim (repeatable); see --list")  # fmt: skip
     p.add_argument("--list", action="store_true", help="list the registered claims and exit")
-    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+    p.add_argument("--out", default=None, metavar="DIR",
                    help=f"folder for report.md and report.json (default: "
-                        f"{display_path(DEFAULT_OUT)})")  # fmt: skip
+                        f"{display_path(DEFAULT_OUT)} for the full report; --claim and "
+                        f"--exhaustive runs write below it, to claims/<names>/ and "
+                        f"exhaustive/, never over the full report)")  # fmt: skip
     p.add_argument("--no-write", action="store_true", help="print the table only")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--plant", action="store_true",
@@ -45,6 +47,26 @@ def _parser() -> ArgumentParser:
         help="also run the larger sizes (d = 4-5, H = 4; several minutes on 2 cores)",
     )
     return p
+
+
+def default_out(claims: Sequence[str] | None, exhaustive: bool = False) -> str:
+    """Where a run writes without ``--out``: the full report's folder only for the full report.
+
+    Examples:
+        >>> default_out(None), default_out(["a", "b"]), default_out(None, True)
+        ('results/theory', 'results/theory/claims/a+b', 'results/theory/exhaustive')
+    """
+    import hashlib
+
+    parts = []
+    if claims:
+        names = "+".join(dict.fromkeys(claims))
+        if len(names) > 100:
+            names = f"{len(claims)}-claims-{hashlib.sha256(names.encode()).hexdigest()[:10]}"
+        parts.append(f"claims/{names}")
+    if exhaustive:
+        parts.insert(0, "exhaustive")
+    return "/".join([DEFAULT_OUT, *parts])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,13 +83,17 @@ def _main(argv: Sequence[str] | None) -> int:
             flag = " [erratum]" if c.erratum else (" [approx]" if c.approximation else "")
             print(f"{name:46s} {c.reference}{flag}")
         return 0
+    if args.out is None:
+        args.out = default_out(args.claim, args.exhaustive)
     if not args.no_write:
-        from sims.runtime.io import ensure_writable
+        from sims.runtime.io import acquire_run_lock, ensure_writable
 
         try:
             ensure_writable(args.out, kind="dir", arg="--out")
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        if not args.plant:  # the harness writes nothing
+            acquire_run_lock(args.out, arg="--out", prog=PROG)
     if args.claim:
         from . import load_all
 

@@ -464,7 +464,10 @@ def check_lemma_3_1() -> CheckResult:
     return CheckResult(True, 0, "symbolic data and weights; '*' entries free symbols",
                        "symbolic",
                        "the entries marked * and the residual X drop out; β = Σ̂ w; vec must be "
-                       f"column-wise (row-wise vec reproduces ŷ: {any(rows.values())})",
+                       f"column-wise (row-wise vec reproduces ŷ: {any(rows.values())}). Fixed "
+                       "sizes only: the trace algebra (theory.trace_algebra) has no vec or "
+                       "Kronecker nodes (K_i = I ⊗ k_iᵀ) and no (d+1)×(d+1) block matrices with "
+                       "zero blocks, so it cannot state this identity for symbolic d.",
                        sizes="; ".join(f"d = {d}, N = {N}, H = 2" for d, N in sizes))
 
 

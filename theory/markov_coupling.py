@@ -49,7 +49,7 @@ import functools
 import numpy as np
 import sympy as sp
 
-from .verify import CheckResult, claim, is_zero, stated, statement
+from .verify import CheckResult, claim, is_zero, record, stated, statement
 
 __all__ = [
     "coupling_beta",
@@ -294,7 +294,38 @@ def check_coupling_growth_rate() -> CheckResult:
     resid += [(J1[h + p] - J1[h]) - (pred_e[p] + coupling) for p in range(1, T)]
     sym = is_zero(sp.Matrix([sp.simplify(r) for r in resid]), simplify=False)
     zero0 = is_zero(blk.subs(e, 0), simplify=False)
-    # numerically: growth rate of the exact asymmetric Jacobian along the T = 40 trajectory
+    # the growth rate of that block: [[0, D], [D + 1u^T, 0]]^2 has D(D + 1u^T) = D^2 + uu^T
+    us = sp.symbols("u2:4", positive=True)
+    Dm, one = sp.diag(*us), sp.ones(2, 1)
+    M = sp.BlockMatrix([[sp.zeros(2), Dm], [Dm + one * sp.Matrix([us]), sp.zeros(2)]])
+    M = sp.Matrix(M)
+    square = is_zero((M * M)[:2, :2] - (Dm**2 + sp.Matrix(us) * sp.Matrix([us])),
+                     label="rate^2 = eigenvalues of D^2 + uu^T")  # fmt: skip
+    # beta: u_a sqrt(t) -> m_a a_a with kappa_a a_a^2 = 1/(2T) gives
+    # (H/2T)(diag(r) + sqrt r sqrt r^T)
+    Hs, Ts = sp.symbols("H T", positive=True)
+    amp2 = [Hs / (2 * Ts * (m[0] ** 2 - m[k] ** 2)) for k in (1, 2)]
+    uu = sp.Matrix([m[k] * sp.sqrt(amp2[k - 1]) for k in (1, 2)])
+    r = [m[k] ** 2 / (m[0] ** 2 - m[k] ** 2) for k in (1, 2)]
+    sr = sp.Matrix([sp.sqrt(x) for x in r])
+    beta_form = is_zero(sp.diag(*[x**2 for x in uu]) + uu * uu.T
+                        - Hs / (2 * Ts) * (sp.diag(*r) + sr * sr.T),
+                        label="beta^2 = (H/2T) lambda_max(diag(r) + sqrt r sqrt r^T)")  # fmt: skip
+    # coupling_beta (the stated beta) against that closed form, exactly, at several settings
+    beta_dev = 0.0
+    for scales, H_, T_ in (((1.7, 1.0, 1 / 1.7), 3, 40), ((1.7, 1.0, 1 / 1.7), 3, 10),
+                           ((2.0, 1.5, 0.5), 2, 7)):
+        mm = [sp.nsimplify(x) for x in scales]
+        rr = [mm[k] ** 2 / (mm[0] ** 2 - mm[k] ** 2) for k in (1, 2)]
+        srr = sp.Matrix([sp.sqrt(x) for x in rr])
+        mat = sp.Rational(H_, 2 * T_) * (sp.diag(*rr) + srr * srr.T)
+        exact = sp.sqrt(max(mat.eigenvals(), key=lambda v: sp.N(v, 40)))
+        got = coupling_beta(scales, H_, T_)
+        beta_dev = max(beta_dev, abs(float(sp.N(got / exact - 1, 30))))
+    beta_ok = record("coupling_beta equals the closed form (rel. tol 1e-9)", beta_dev < 1e-9)
+    # numerically: the exact asymmetric Jacobian's top eigenvalue along the symmetric flow against
+    # the first-order rate sqrt(lambda_max(D^2 + uu^T)) with the measured u_a = m_a s_{p_a}(t); the
+    # deviation is O(s) (second order), so late times resolve it far below the tolerance
     from sims.markov.tensor_dynamics import (
         FlowConfig,
         antisymmetric_jacobian,
@@ -302,23 +333,39 @@ def check_coupling_growth_rate() -> CheckResult:
         target_positions,  # fmt: skip
     )
 
-    cfg = FlowConfig(T=40, t_max=3e3, t_min=1e2, n_eval=6)
-    t, cc, sv, _ = solve_symmetric(cfg)
-    beta = coupling_beta(cfg.scales, cfg.H, cfg.T)
-    rates = []
-    for i in range(1, len(t)):
-        q = np.log(sv[i]) - np.log(sv[i]).mean()
-        J = antisymmetric_jacobian(cc[i], q, cfg.scales, target_positions(cfg.h, cfg.T), cfg.H)
-        rates.append(float(np.linalg.eigvals(J).real.max() * np.sqrt(t[i])))
-    rel = max(abs(r / beta - 1) for r in rates)
-    holds = sym.holds and zero0.holds and rel < 0.1
+    tol = 1e-2
+    rows, devs, asym = [], [], []
+    for T_ in (40, 10):
+        cfg = FlowConfig(T=T_, t_max=1e7, t_min=1e6, n_eval=2)
+        tt, cc, sv, _ = solve_symmetric(cfg)
+        beta = coupling_beta(cfg.scales, cfg.H, cfg.T)
+        mm = np.asarray(cfg.scales)
+        for i in range(1, len(tt)):
+            q = np.log(sv[i]) - np.log(sv[i]).mean()
+            J = antisymmetric_jacobian(cc[i], q, cfg.scales, target_positions(cfg.h, cfg.T),
+                                       cfg.H)  # fmt: skip
+            lam = float(np.linalg.eigvals(J).real.max())
+            u_t = mm[1:] * sv[i][1:cfg.h]
+            pred = float(np.sqrt(np.linalg.eigvalsh(np.diag(u_t**2) + np.outer(u_t, u_t)).max()))
+            devs.append(abs(lam / pred - 1))
+            asym.append(lam * np.sqrt(tt[i]) / beta - 1)
+            rows.append(f"T = {T_}, t = {tt[i]:.0e}: {lam / pred - 1:+.1e}")
+    rel = max(devs)
+    num_ok = record(f"exact Jacobian rate = first-order rate (tol {tol:g})", rel < tol)
+    holds = sym.holds and zero0.holds and square.holds and beta_form.holds and beta_ok and num_ok
     return CheckResult(holds, sym.residual, "first order in the distance to the fixed point",
-                       _ran([sym, zero0]) + " + numeric Jacobian",
-                       sizes="symbolic: h = 3, T = 4, H = 2, general m, a; numeric: T = 40, "
-                       "H = h = 3, m = 1.7, b0 = 1, t in [100, 3000]",
-                       detail=f"beta = {beta:.4f}; lambda_max(t) sqrt(t) of the exact asymmetric "
-                       f"Jacobian along the symmetric flow: {np.round(rates, 4).tolist()} "
-                       f"(max rel. dev. {rel:.3f})")  # fmt: skip
+                       _ran([sym, zero0, square, beta_form]) + " + numeric Jacobian",
+                       sizes="symbolic: h = 3, T = 4, H = 2, general m, a (block); h = 3, general "
+                       "m, H, T (rate and beta); numeric: T = 40 and 10, H = h = 3, m = 1.7, "
+                       "t = 1e6, 1e7",
+                       detail="coupling_beta vs the closed form (H/2T) lambda_max(diag(r) + "
+                       "sqrt r sqrt r^T), exact eigenvalues at 3 settings: max rel. dev. "
+                       f"{beta_dev:.1e} (tol 1e-9); exact asymmetric Jacobian's top eigenvalue / "
+                       f"first-order rate with the measured s(t) - 1: {'; '.join(rows)} (max "
+                       f"{rel:.1e}, tol {tol:g}: O(s), shrinking with t). Information, not "
+                       "used: sqrt(t) lambda / beta - 1 = "
+                       f"{', '.join(f'{x:+.3f}' for x in asym)}, because the amplitudes "
+                       "s_r sqrt(t) reach a_r only as t^(-1/T) (seed004_symmetric_approach)")
 
 
 @functools.lru_cache(maxsize=2)

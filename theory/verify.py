@@ -48,6 +48,7 @@ import hashlib
 import math
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -74,6 +75,8 @@ __all__ = [
     "planting",
     "FAILURES",
     "generality_of",
+    "fixed_sizes_in",
+    "SCOPES",
 ]
 
 
@@ -115,6 +118,12 @@ class CheckResult:
             :func:`generality_of` from ``method`` and ``sizes``.
         parts: every sub-comparison the check made (:class:`Part`), filled in by
             :meth:`Claim.run`; the verdict consumes all of them.
+        scope: what the check established, declared by the check itself (:data:`SCOPES`):
+            ``"proved"`` (a chain of steps, each verified symbolically for a symbolic size),
+            ``"symbolic-dims"`` (an identity verified with the dimension a symbol),
+            ``"symbolic"`` (an identity in scalar symbols, no dimension in it), ``"fixed"``,
+            ``"sampled"``, ``"searched"``; empty = derived by :func:`generality_of` from the
+            method and the sizes recorded.
     """
 
     holds: bool
@@ -127,6 +136,7 @@ class CheckResult:
     caveat: str = ""
     generality: str = ""
     parts: tuple = ()
+    scope: str = ""
 
     def __bool__(self) -> bool:  # a CheckResult can be asserted on directly
         return bool(self.holds)
@@ -481,34 +491,74 @@ class Claim:
         return out
 
 
-def generality_of(result: CheckResult, c: Claim | None = None) -> str:
-    """How general a verdict is, read from its method and sizes (claims may state it instead).
+#: The generality classes a check can declare (:attr:`CheckResult.scope`), as reported.
+SCOPES = {
+    "proved": "proved for all sizes",
+    "symbolic-dims": "symbolic in all sizes",
+    "symbolic": "symbolic in its free symbols",
+    "fixed": "fixed sizes",
+    "sampled": "sampled (not a proof)",
+    "searched": "adversarial search (worst case found, not a proof)",
+}
 
-    One of: ``"not checkable"``; ``"one counterexample (a single instance refutes)"``;
-    ``"adversarial search: ..."``; ``"symbolic in all sizes; ..."`` (the trace algebra or a
-    formula in d); ``"reduction argued by hand, machine-checked at ..."``; ``"sampled: ..."``;
-    ``"fixed sizes: ..."``.
+#: A dimension or parameter set to one integer in a recorded sizes field ("d = 3", "H = h = 3",
+#: "T=4"), not a range ("n = 2..7") nor a decimal value ("m = 1.7"): the check ran at that size.
+_FIXED_SIZE = re.compile(r"(?<![\w.])[A-Za-z][\w']*\s*=\s*\d+(?![\d.]|\s*\.\.|\s*[–-]\s*\d)")
+
+
+def fixed_sizes_in(sizes: str) -> list[str]:
+    """The assignments of a single integer size in ``sizes`` (``["d = 3", "H = 2"]``).
+
+    Examples:
+        >>> fixed_sizes_in("symbolic: h = 3, T = 4; numeric T = 40, m = 1.7, n = 2..7")
+        ['h = 3', 'T = 4', 'T = 40']
+        >>> fixed_sizes_in("all u > ε > 0 (symbolic)")
+        []
+    """
+    return [re.sub(r"\s+", " ", m.group(0)) for m in _FIXED_SIZE.finditer(sizes or "")]
+
+
+def generality_of(result: CheckResult, c: Claim | None = None) -> str:
+    """How general a verdict is, derived from what ran: the check's method and recorded sizes.
+
+    The class comes from structured records only, never from a word in the sizes text: the
+    check's declared :attr:`CheckResult.scope` when set; else its method (``"not-checkable"``, a
+    counterexample that refutes, ``"adversarial"``, ``"monte-carlo"``/``"sampled"``, a symbolic
+    route in all sizes: the trace algebra or a method marked ``"(all d)"``/``"all sizes"``); else
+    the sizes it recorded: any dimension set to one integer (:func:`fixed_sizes_in`) makes the row
+    "fixed sizes", whatever else the text says; a symbolic method with no size fixed is
+    "symbolic in its free symbols"; anything else is "fixed sizes".
     """
     method, sizes = result.method.lower(), (result.sizes or (c.sizes if c else "")).strip()
     low = sizes.lower()
-    if method.startswith("not-checkable"):
-        return "not checkable"
-    if not result.holds and ("counterexample" in method or "counterexample" in low):
-        return f"one counterexample (a single instance refutes): {sizes or 'see detail'}"
-    if "adversarial" in method:
-        return f"adversarial search (worst case found, not a proof): {sizes}"
-    if "reduction" in low:
-        return f"reduction argued by hand, machine-checked at the sizes named: {sizes}"
-    if "trace algebra" in low or "all sizes" in method or "(all d)" in method:
-        return f"symbolic in all sizes: {sizes}"
+    fixed = fixed_sizes_in(sizes)
     fallback = "; zero test numeric (exact points, 30/60 digits) where simplify gave up" \
         if "numeric fallback" in method else ""
-    if "monte-carlo" in method or "sampled" in low or (
-            "random" in low and "symbolic" not in method + low):
-        return f"sampled (not a proof): {sizes}"
-    if low.startswith("all") or low.startswith("any") or "symbolic" in low:
-        return f"symbolic in its free symbols: {sizes}{fallback}"
-    return f"fixed sizes: {sizes or 'see detail'}{fallback}"
+    if method.startswith("not-checkable"):
+        return "not checkable"
+    if result.scope:
+        if result.scope not in SCOPES:
+            raise ValueError(f"`scope` must be one of {sorted(SCOPES)}; got {result.scope!r}.")
+        return f"{SCOPES[result.scope]}: {sizes or 'see detail'}{fallback}"
+    if not result.holds and "counterexample" in method:
+        return f"one counterexample (a single instance refutes): {sizes or 'see detail'}"
+    if "adversarial" in method:
+        return f"{SCOPES['searched']}: {sizes}"
+    if "reduction" in low:  # a hand step named in the sizes can only lower the class
+        return f"reduction argued by hand, machine-checked at the sizes named: {sizes}"
+    if "trace algebra" in method or "all sizes" in method or "(all d)" in method \
+            or "(all n)" in method:
+        return f"{SCOPES['symbolic-dims']}: {sizes}"
+    if not result.holds and (fixed or "symbolic" not in method):
+        return f"one counterexample (a single instance refutes): {sizes or 'see detail'}"
+    if "monte-carlo" in method or "sampled" in method or (
+            "symbolic" not in method and ("random" in low or "sampled" in low)):
+        return f"{SCOPES['sampled']}: {sizes}"
+    if fixed:
+        return f"{SCOPES['fixed']}: {sizes}{fallback}"
+    if "symbolic" in method:
+        return f"{SCOPES['symbolic']}: {sizes or 'see detail'}{fallback}"
+    return f"{SCOPES['fixed']}: {sizes or 'see detail'}{fallback}"
 
 
 #: Registry of every claim, filled at import time of the ``theory`` modules.

@@ -384,8 +384,9 @@ def _bridge_init(n):
     return (
         verdict,
         ours,
-        "rule: the pooled sign test (α = 0.05) under each init; the shared verdict when they "
-        "agree, else not shown (init-sensitive)",
+        "rule: the pooled sign test (α = 0.05) under each init (verified when it rejects with "
+        "upsampling earlier, refuted when later); the shared verdict when the inits agree, else "
+        "not shown (init-sensitive)",
         ev(
             min(ma, mb),
             "two-sided sign test per init",

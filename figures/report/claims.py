@@ -101,18 +101,26 @@ def figure_command(figure: str | None) -> str:
     return f"python -m figures --only {figure} --recompute"
 
 
+#: How a GPU run's results come back into ``figures/summaries/gpu/`` (``--out`` is the
+#: campaign's default folder).
+GPU_COLLECT = "python -m llm_validation campaign --collect DIR"
+GPU_PUBLISH = "python -m llm_validation campaign --publish"
+
+
 def evaluate(claim: Claim, numbers: Numbers) -> Row:
     """Judge a claim on the loaded summary numbers (or say which command makes them)."""
     command = claim.command or figure_command(claim.figure)
     missing = [n for n in claim.needs if n not in numbers]
     if missing:
-        verdict = V.NEEDS_GPU if claim.gpu else V.NO_RESULT
-        what = "needs a GPU; run" if claim.gpu else "no summary yet; run"
-        return Row(
-            claim,
-            Finding(verdict, f"{what} `{command}`, then `python -m figures summaries`"),
-            command,
-        )
+        if claim.gpu:
+            text = (
+                f"needs a GPU; run `{command}` on the GPU machine, then here "
+                f"`{GPU_COLLECT}` and `{GPU_PUBLISH}` (the campaign's README section has the "
+                "lease-by-lease commands)"
+            )
+            return Row(claim, Finding(V.NEEDS_GPU, text), command)
+        text = f"no summary yet; run `{command}`, then `python -m figures summaries`"
+        return Row(claim, Finding(V.NO_RESULT, text), command)
     try:
         finding = claim.judge(numbers)
     except KeyError as exc:  # a variant or a measurement the summarised run did not make
@@ -185,20 +193,29 @@ def boot_ev(rows, decide, test: str, unit: str = "seeds", what: str = "") -> dic
               bootstrap_text(len(rows), unit, what))  # fmt: skip
 
 
-def _judge(fn: Callable[[Numbers], tuple]) -> Callable[[Numbers], Finding]:
+def _judge(fn: Callable[[Numbers], tuple], id: str = "") -> Callable[[Numbers], Finding]:
     """Wrap ``fn(numbers) -> (verdict, ours, rule[, evidence])`` into a judge.
 
     ``evidence`` is :func:`ev`'s dict; a row with seeds on fewer than
     :data:`~figures.report.verdicts.MIN_N` of them is *not shown (n = k)*
-    (:func:`~figures.report.verdicts.gate_small_n`).
+    (:func:`~figures.report.verdicts.gate_small_n`). A rule without a reject-against branch
+    gets its stated reason (:data:`~figures.report.directions.ONE_SIDED_WHY`) appended.
     """
+    from .directions import ONE_SIDED_WHY, has_against_branch
+
+    def one_sided(f: Finding) -> Finding:
+        why = ONE_SIDED_WHY.get(id)
+        if not why or not f.rule or has_against_branch(f.rule):
+            return f
+        return dataclasses.replace(f, rule=f"{f.rule} ({V.ONE_SIDED}{why})")
 
     def judge(numbers: Numbers) -> Finding:
         out = fn(numbers)
         if isinstance(out, Finding):
-            return V.gate_small_n(out)
+            return V.gate_small_n(one_sided(out))
         verdict, ours, rule, *rest = out
-        return V.gate_small_n(Finding(verdict, ours, rule, **(rest[0] if rest else {})))
+        f = Finding(verdict, ours, rule, **(rest[0] if rest else {}))
+        return V.gate_small_n(one_sided(f))
 
     judge.__name__ = fn.__name__
     judge.__doc__ = fn.__doc__
@@ -215,7 +232,8 @@ def claim(id, group, text, where, paper, figure, needs, command=None, gpu=False)
         if any(c.id == id for c in CLAIMS):
             raise ValueError(f"two claims are named {id!r}.")
         CLAIMS.append(
-            Claim(id, group, text, where, paper, figure, tuple(needs), _judge(fn), command, gpu)
+            Claim(id, group, text, where, paper, figure, tuple(needs), _judge(fn, id), command,
+                  gpu)  # fmt: skip
         )
         return fn
 
@@ -295,7 +313,7 @@ def theory_claims(theory: Mapping) -> list[Claim]:
                 bits.append(c["caveat"])
             if c.get("detail"):
                 d = str(c["detail"])
-                bits.append(d if len(d) <= 400 else d[:397] + "…")
+                bits.append(d)  # whole: the page folds a long cell (<details>), never cuts it
             return Finding(
                 verdict, "; ".join(bits), f"rule: `python -m theory` verdict '{c['verdict']}'"
             )

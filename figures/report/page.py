@@ -24,6 +24,7 @@ VERDICT_CLASS = {
     V.VERIFIED: "ok",
     V.NOT_SHOWN: "warn",
     V.CONTRADICTED: "bad",
+    V.SMALLER: "size",
     V.REFUTED: "bad",
     V.ERRATUM: "fix",
     V.CORRECTED: "fix",
@@ -43,20 +44,27 @@ th, td { border: 1px solid #d4d4d4; padding: .35em .5em; vertical-align: top; te
 table.claims { table-layout: fixed; }
 th { background: #f1f1f1; position: sticky; top: 0; }
 td.num { color: #666; white-space: nowrap; }
-col.n { width: 2.6em; } col.claim { width: 16%; } col.where { width: 9%; }
-col.paper { width: 12%; } col.ours { width: 25%; } col.verdict { width: 12%; }
-col.fig { width: 10%; } col.cmd { width: 16%; }
-code { font-size: .85em; background: #f5f5f5; padding: 0 .2em; overflow-wrap: anywhere; }
+col.n { width: 2.6em; } col.claim { width: 13%; } col.where { width: 7%; }
+col.paper { width: 10%; } col.ours { width: 24%; } col.verdict { width: 13%; }
+col.fig { width: 10%; } col.cmd { width: 20%; }
+td.cmd { overflow-x: auto; } td.cmd code { font-size: .8em; }
+code { font-size: .85em; background: #f5f5f5; padding: 0 .2em; overflow-wrap: normal;
+       word-break: normal; white-space: normal; }
+td.cmd code { display: inline; line-height: 1.5; } code .t { white-space: nowrap; }
+details summary { cursor: pointer; } details[open] summary .more { display: none; }
+.more { color: #0b5394; font-size: .85em; }
 .verdict { display: inline-block; padding: .1em .5em; border-radius: .7em; font-weight: 600;
            white-space: normal; }
 .ok { background: #d7f0d8; color: #124d17; } .warn { background: #fbeccb; color: #6b4a00; }
 .bad { background: #f8d4d4; color: #7a1010; } .fix { background: #d6e6f8; color: #0d3c73; }
 .none { background: #e8e8e8; color: #444; }
+.size { background: #f6dcc0; color: #6b2e00; }
 .rule { display: block; color: #666; font-size: .8em; margin-top: .2em; }
 .evidence { display: block; color: #333; font-size: .8em; margin-top: .2em; }
 .fragile { color: #7a1010; font-weight: 600; }
 ul.how li { margin: .2em 0; }
-img.thumb { width: 100%; max-width: 150px; border: 1px solid #ccc; }
+img.thumb { width: 100%; border: 1px solid #ccc; }
+a.full { font-size: .8em; }
 figure { margin: 2em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { color: #333; font-size: .95em; margin-top: .3em; }
 .counts td, .counts th { text-align: center; padding: .25em .4em; font-size: .9em; }
@@ -85,7 +93,31 @@ window.addEventListener('load', () => {
       minFont = Math.min(minFont, parseFloat(getComputedStyle(el).fontSize));
     }
   }
+  // a command token (between spaces) drawn on two lines is a command broken mid-word
+  let brokenTokens = 0, backticks = 0;
+  for (const code of document.querySelectorAll('code')) {
+    const texts = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+      const text = node.textContent;
+      let start = 0;
+      for (const tok of text.split(' ')) {
+        if (tok.length > 1) {
+          const r = document.createRange();
+          r.setStart(node, start); r.setEnd(node, start + tok.length);
+          const tops = new Set([...r.getClientRects()].map(q => Math.round(q.top)));
+          if (tops.size > 1) brokenTokens++;
+        }
+        start += tok.length + 1;
+      }
+    }
+  }
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let t = walker.nextNode(); t; t = walker.nextNode()) {
+    if (t.parentElement.closest('code, script, style')) continue;
+    if (t.textContent.includes('`')) backticks++;
+  }
   const b = document.body.dataset;
+  b.brokenTokens = brokenTokens; b.backticks = backticks;
   b.images = document.images.length; b.brokenImages = broken; b.deadLinks = dead;
   b.minFontPx = minFont; b.rows = document.querySelectorAll('tr.claim-row').length;
   b.overflowPx = document.documentElement.scrollWidth - window.innerWidth;
@@ -100,7 +132,14 @@ HOW_TO_READ = (
      "<b>reproduced</b> / <b>verified</b>: the declared test rejects in the direction the claim "
      "predicts (reproduced for a paper's claim, verified for one of ours). "
      "<b>contradicted</b> / <b>refuted</b>: it rejects in the other direction, or a "
-     "counterexample was found. <b>not shown</b>: neither; absence of evidence, not evidence "
+     "counterexample was found. <b>smaller than claimed</b>: the paper reports an effect size "
+     "and our 95 % interval, while it contains 0, lies wholly short of the paper's smallest "
+     "reported value on the predicted side (a one-sided test rejects the paper's size; 'small "
+     "telescopes', Simonsohn 2015): evidence against the effect at the paper's size, not "
+     "against every effect; the row's first words give the paper's value, our interval and the "
+     "p-value (a reproduced direction with an interval short of the paper's size stays "
+     "reproduced, and its first words say the effect is smaller). <b>not shown</b>: neither; "
+     "absence of evidence, not evidence "
      "against; the row gives the smallest effect the data could have detected (the interval's "
      "half-width) so you can tell 'absent' from 'underpowered'. <b>erratum</b>: a typo in a "
      "printed formula (the paper's own proof uses the right form; the corrected form is checked). "
@@ -111,9 +150,23 @@ HOW_TO_READ = (
      "lies wholly on the predicted side of 0). Paired runs counted by sign: a two-sided binomial "
      "sign test at α = 0.05. Several options for one claim (radii, comparisons): every option is "
      "reported, with Holm-corrected p-values. Deterministic computations (ODEs, closed forms, "
-     "bounds) are checked against a stated tolerance."),
+     "bounds) are checked against a stated tolerance. Every rule can reject both ways (in the "
+     "direction the claim predicts and against it), or its text says why it cannot "
+     "('no reject-against branch: …')."),
+    ("Laws",
+     "A fitted law (a power, a slope) is reproduced only when it beats its nearest rival: the "
+     "fitted exponent's 95 % interval (profile likelihood) contains the claimed value and "
+     "excludes the rival's; it is contradicted when the interval excludes the claimed value, and "
+     "not shown when it contains both. An R² above a threshold is not evidence for a law."),
+    ("Compute",
+     "The confirmation compares variants at equal optimizer steps (FT+UP against "
+     "<code>ft_matched</code>, hard against random or easy upsampling of the same size); a row "
+     "that does not says so in its first words ('not compute-matched: …'), and where the variant "
+     "predicted to win trains longer, the row gives at most 'not shown' until a step-matched "
+     "baseline is run."),
     ("Margins",
-     "A claim of <i>no</i> effect ('about nothing', 'matters little', 'as well as') is "
+     "A claim of <i>no</i> effect ('about nothing', 'matters little', 'as well as', 'gains "
+     "nothing'), alone or as one half of a composite rule, is "
      "reproduced only by an equivalence test (two one-sided tests): the 90 % interval must lie "
      "inside ±margin; an interval that merely contains 0 shows nothing. The margin is declared on "
      "the row (for the LLM confirmation: 1 point of accuracy, under the paper's smallest FT+UP "
@@ -160,7 +213,7 @@ def _how_md() -> list[str]:
 
     lines = ["## How to read a verdict", ""]
     for k, v in HOW_TO_READ:
-        text = re.sub(r"</?b>", "**", re.sub(r"</?i>", "*", v))
+        text = re.sub(r"</?code>", "`", re.sub(r"</?b>", "**", re.sub(r"</?i>", "*", v)))
         lines.append(f"- **{k}.** {text}")
     return lines + [""]
 
@@ -181,6 +234,55 @@ COLS = (
 
 def _esc(x) -> str:
     return html.escape(str(x), quote=True)
+
+
+def _inline(x) -> str:
+    """Escaped text with its inline Markdown rendered: `code` spans and **bold**.
+
+    Text between backticks becomes ``<code>``; an unpaired backtick stays as it is.
+    """
+    import re
+
+    out = _esc(x)
+    out = re.sub(r"`([^`]+)`", lambda m: _code_html(m.group(1)), out)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+
+
+def _code_html(escaped: str) -> str:
+    """``<code>`` whose words never break inside (a line may break only at a space)."""
+    return "<code>" + " ".join(f"<span class='t'>{w}</span>" for w in escaped.split(" ")) + (
+        "</code>"
+    )
+
+
+def _code(text) -> str:
+    """:func:`_code_html` of plain text (escaped here)."""
+    return _code_html(_esc(text))
+
+
+#: A cell longer than this is folded: its first part shows, the rest opens (``<details>``).
+FOLD_AT = 700
+
+
+def _cell(x) -> str:
+    """:func:`_inline` of a cell; a long one folded at a clause boundary, nothing cut."""
+    text = str(x)
+    if len(text) <= FOLD_AT:
+        return _inline(text)
+    cut = -1
+    for sep in ("; ", ". ", ", ", " "):  # the latest clause end between 250 and 500 characters
+        cut = text.rfind(sep, 0, FOLD_AT - 200)
+        while cut > 0 and text[:cut].count("`") % 2:  # never inside a code span
+            cut = text.rfind(sep, 0, cut)
+        if cut >= 250:
+            break
+    if cut <= 0:
+        return _inline(text)
+    head, tail = text[: cut + 1], text[cut + 1 :]
+    return (
+        f"<details><summary>{_inline(head)} <span class='more'>(more…)</span></summary>"
+        f"{_inline(tail)}</details>"
+    )
 
 
 def _img_src(path: Path, base: Path, embed: bool) -> str:
@@ -308,7 +410,10 @@ def render_html(
                 f"be drawn: {_esc(info.get('error', ''))}</p>"
             )
     parts.append(f"<script>{CHECK_JS}</script></body></html>")
-    return "\n".join(parts)
+    import re
+
+    # every code span, typed here or rendered from a cell, breaks only at its spaces
+    return re.sub(r"<code>([^<]*)</code>", lambda m: _code_html(m.group(1)), "\n".join(parts))
 
 
 def _html_row(n: int, r: Row, figures, out_dir: Path, embed: bool) -> str:
@@ -320,8 +425,10 @@ def _html_row(n: int, r: Row, figures, out_dir: Path, embed: bool) -> str:
         if info.get("paths"):
             src = _img_src(info["paths"][0], out_dir, embed)
             fig = (
-                f"<a href='#fig-{_esc(c.figure)}'><img class='thumb' src='{src}' "
-                f"alt='{_esc(c.figure)}'><br>{_esc(c.figure)}</a>"
+                f"<a href='{src}' target='_blank' title='open the full figure'>"
+                f"<img class='thumb' src='{src}' alt='{_esc(c.figure)}'></a><br>"
+                f"<a href='#fig-{_esc(c.figure)}'>{_esc(c.figure)}</a> · "
+                f"<a class='full' href='{src}' target='_blank'>full size</a>"
             )
         else:
             fig = (
@@ -329,16 +436,16 @@ def _html_row(n: int, r: Row, figures, out_dir: Path, embed: bool) -> str:
                 if c.figure in figures
                 else _esc(c.figure)
             )
-    rule = f"<span class='rule'>{_esc(f.rule)}</span>" if f.rule else ""
+    rule = f"<span class='rule'>{_cell(f.rule)}</span>" if f.rule else ""
     evid = evidence_text(f)
     if evid:
-        rule += f"<span class='evidence{' fragile' if f.fragile else ''}'>{_esc(evid)}</span>"
+        rule += f"<span class='evidence{' fragile' if f.fragile else ''}'>{_inline(evid)}</span>"
     return (
         f"<tr id='claim-{_esc(c.id)}' class='claim-row'><td class='num'>{n}</td>"
-        f"<td class='claim'>{_esc(c.text)}</td><td>{_esc(c.where)}</td>"
-        f"<td>{_esc(c.paper)}</td><td class='ours'>{_esc(f.ours)}</td>"
+        f"<td class='claim'>{_inline(c.text)}</td><td>{_inline(c.where)}</td>"
+        f"<td>{_inline(c.paper)}</td><td class='ours'>{_cell(f.ours)}</td>"
         f"<td><span class='verdict {cls}'>{_esc(f.verdict)}</span>{rule}</td>"
-        f"<td>{fig}</td><td class='cmd'><code>{_esc(r.command)}</code></td></tr>"
+        f"<td>{fig}</td><td class='cmd' title='{_esc(r.command)}'>{_code(r.command)}</td></tr>"
     )
 
 

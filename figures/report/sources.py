@@ -921,6 +921,21 @@ def _sosd_toy(results_dir: Path) -> dict:
             if "r2" in r
         ],
         "loss_final": _stats([r["loss"]["final"] for r in summ]),
+        # per run of the onset sweep: Q's onset at ε = 2e-4·η in flow time ηT (the σ law's
+        # data: the page fits the exponent of ηT against ln(1/σ) and compares it with its rival)
+        "sigma_law_runs": _sigma_law_runs(results_dir),
+    }
+
+
+def _sigma_law_runs(results_dir: Path) -> dict:
+    ds = _nc(results_dir, "sosd_toy/sweep_onsets.nc")
+    t = np.asarray(ds["T_eps_scaled"].sel(matrix="Q").values, float)
+    eta = np.asarray(ds["eta"].values, float)
+    return {
+        "seed": [int(x) for x in ds["seed"].values],
+        "eta": [float(x) for x in eta],
+        "sigma": [float(x) for x in ds["sigma"].values],
+        "tau": [_f(x) for x in eta * t],
     }
 
 

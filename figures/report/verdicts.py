@@ -17,6 +17,7 @@ __all__ = [
     "NOT_SHOWN",
     "NOT_REPRODUCED",
     "CONTRADICTED",
+    "SMALLER",
     "VERIFIED",
     "REFUTED",
     "ERRATUM",
@@ -44,6 +45,10 @@ __all__ = [
     "all_rule",
     "threshold_rule",
     "sign_test_rule",
+    "size_rule",
+    "exponent_interval",
+    "law_rule",
+    "ONE_SIDED",
     "THEORY_VERDICTS",
 ]
 
@@ -54,6 +59,10 @@ NOT_SHOWN = "not shown"
 #: The old name of :data:`NOT_SHOWN` (kept for callers; the page says "not shown").
 NOT_REPRODUCED = NOT_SHOWN
 CONTRADICTED = "contradicted"
+#: The paper reports an effect size and our interval lies wholly below its smallest reported
+#: value on the predicted side, while it cannot reject 0 (small telescopes, RP:P's "original
+#: effect inside the replication's interval"): evidence against the paper's size, not "not shown".
+SMALLER = "smaller than claimed"
 VERIFIED = "verified"
 REFUTED = "refuted"
 #: A typo in a printed formula (sign, transpose, factor, index) where the paper's own proof or
@@ -70,6 +79,7 @@ VERDICTS = (
     REPRODUCED,
     NOT_SHOWN,
     CONTRADICTED,
+    SMALLER,
     VERIFIED,
     REFUTED,
     ERRATUM,
@@ -80,7 +90,10 @@ VERDICTS = (
 )
 
 #: Verdicts that say the evidence decided something (a seed-based row needs n >= MIN_N for them).
-DECISIVE = (REPRODUCED, CONTRADICTED, VERIFIED, REFUTED)
+DECISIVE = (REPRODUCED, CONTRADICTED, SMALLER, VERIFIED, REFUTED)
+#: The stated reason of a rule without a reject-against branch (a threshold or share that is
+#: missed rejects nothing); every such rule's text carries it (tests/figures/test_directions.py).
+ONE_SIDED = "no reject-against branch: "
 #: A seed-based row with fewer independent runs than this is "not shown (n = k)".
 MIN_N = 3
 #: A row whose verdict survives fewer than this share of resamples is marked fragile.
@@ -262,6 +275,58 @@ def _directional(m, lo, hi, half, expect, paper, alpha, unit, n) -> tuple[str, s
     return verdict, rule
 
 
+def size_rule(
+    values,
+    verdict: str,
+    rule: str,
+    *,
+    expect: str,
+    claimed: float,
+    unit: str = "",
+    alpha: float = 0.05,
+) -> tuple[str, str, str]:
+    """Add "smaller than claimed" to a directional verdict on paired differences ``values``.
+
+    ``claimed`` is the paper's smallest reported effect, signed on the predicted side (> 0 for
+    ``expect="positive"``, < 0 for ``"negative"``). When the ``1 − alpha`` t-interval lies wholly
+    short of it (below a positive ``claimed``, above a negative one), the paper's size is
+    rejected (one-sided t-test at ``alpha / 2``): a *not shown* becomes :data:`SMALLER`; a
+    *reproduced* (*verified*) stays, and the clause says the effect is smaller than the paper's;
+    a *contradicted* stays. Returns ``(verdict, rule, clause)``: ``clause`` (empty when the
+    paper's size is inside the interval) is the first words of the row's "ours".
+    """
+    from scipy.stats import t
+
+    if expect not in ("negative", "positive"):
+        raise ValueError(f"`expect` must be 'negative' or 'positive'; got {expect!r}.")
+    if not (math.isfinite(claimed) and (claimed > 0) == (expect == "positive") and claimed):
+        raise ValueError(
+            f"`claimed` must be the paper's smallest effect on the predicted ({expect}) side of "
+            f"0; got {claimed!r}."
+        )
+    x = _values(values)
+    m, lo, hi, half = t_interval(x, 1 - alpha)
+    u = f" {unit}" if unit else ""
+    short = "below" if expect == "positive" else "above"
+    rule = rule + (
+        f"; {SMALLER} when that interval contains 0 but lies wholly {short} the paper's "
+        f"smallest reported effect {claimed:+.3g}{u}"
+    )
+    if math.isnan(half):
+        return verdict, rule, ""
+    excluded = hi < claimed if expect == "positive" else lo > claimed
+    if not excluded:
+        return verdict, rule, ""
+    se = x.std(ddof=1) / math.sqrt(x.size)
+    stat = (m - claimed) / se if se else (-math.inf if expect == "positive" else math.inf)
+    p = float(t.cdf(stat, x.size - 1) if expect == "positive" else t.sf(stat, x.size - 1))
+    clause = (
+        f"smaller than the paper's effect: its smallest reported {claimed:+.3g}{u} lies "
+        f"outside our {1 - alpha:.0%} interval [{lo:+.3g}, {hi:+.3g}] (one-sided p = {p:.2g}); "
+    )
+    return (SMALLER if verdict == NOT_SHOWN else verdict), rule, clause
+
+
 def tost_rule(
     values,
     *,
@@ -299,6 +364,81 @@ def tost_rule(
     else:
         verdict = NOT_SHOWN
     return verdict, rule + f"; {level:.0%} interval [{lo:+.2g}, {hi:+.2g}]{u}"
+
+
+def exponent_interval(
+    y, x, groups, *, grid=None, level: float = 0.95
+) -> tuple[float, float, float, float]:
+    """Fit ``p`` in ``y^p = a_g + b_g·x`` (one line per group ``g``) with its interval.
+
+    A Box-Cox profile likelihood: ``y^p`` is scaled by ``p·ẏ^(p−1)`` (``ẏ`` the geometric mean
+    of ``y``) so that residual sums of squares compare across ``p``; each group gets its own
+    intercept and slope (least squares), groups with fewer than 3 points are left out. The
+    interval is ``{p : 2 (ℓ(p̂) − ℓ(p)) <= χ²₁(level)}`` on ``grid`` (default 0.02 … 4 by 0.01).
+
+    Returns ``(p_hat, lo, hi, delta_aic)``, ``delta_aic = AIC(p = 1) − AIC(p = 2)`` (same
+    number of parameters: > 0 prefers the square). ``lo``/``hi`` at the grid's edge mean the
+    interval reaches it.
+    """
+    from scipy.stats import chi2
+
+    y, x = _values(y), _values(x)
+    groups = np.asarray(groups)
+    if not (y.shape == x.shape == groups.shape):
+        raise ValueError(f"`y`, `x`, `groups` must have one shape; got {y.shape}, {x.shape}, "
+                         f"{groups.shape}.")  # fmt: skip
+    if np.any(y <= 0):
+        raise ValueError("`y` must be > 0 (a power of it is fitted).")
+    grid = np.round(np.arange(0.02, 4.0001, 0.01), 10) if grid is None else np.asarray(grid)
+    resid = []  # per group, the projection onto the residual space of [1, x]
+    idx = []
+    for g in np.unique(groups):
+        m = np.flatnonzero(groups == g)
+        if m.size < 3:
+            continue
+        A = np.stack([np.ones(m.size), x[m]], 1)
+        resid.append(np.eye(m.size) - A @ np.linalg.pinv(A))
+        idx.append(m)
+    if not idx:
+        return math.nan, math.nan, math.nan, math.nan
+    used = np.concatenate(idx)
+    n = used.size
+    gm = math.exp(float(np.mean(np.log(y[used]))))
+
+    def loglik(ps):
+        ps = np.asarray(ps, float)[:, None]
+        z = y[None, :] ** ps / (ps * gm ** (ps - 1))
+        rss = sum(np.sum((z[:, m] @ r.T) ** 2, axis=1) for m, r in zip(idx, resid, strict=True))
+        return -n / 2 * np.log(rss / n)
+
+    ll = loglik(grid)
+    k = int(np.argmax(ll))
+    keep = grid[2 * (ll[k] - ll) <= chi2.ppf(level, 1)]
+    l1, l2 = loglik([1.0, 2.0])
+    return float(grid[k]), float(keep.min()), float(keep.max()), float(2 * (l2 - l1))
+
+
+def law_rule(
+    lo: float, hi: float, *, claimed: float, rival: float, paper: bool = True
+) -> tuple[str, str]:
+    """A law against its nearest rival, from the fitted exponent's interval ``[lo, hi]``.
+
+    Reproduced (verified) when the interval contains ``claimed`` and excludes ``rival``;
+    contradicted (refuted) when it excludes ``claimed``; not shown when it contains both (the
+    data cannot tell the law from its rival).
+    """
+    yes, no = (REPRODUCED, CONTRADICTED) if paper else (VERIFIED, REFUTED)
+    rule = (
+        f"rule: fitted exponent's 95 % interval contains the law's {claimed:g} and excludes the "
+        f"rival's {rival:g} = {yes}, excludes {claimed:g} = {no}, contains both = not shown "
+        "(the data cannot tell them apart)"
+    )
+    if math.isnan(lo) or math.isnan(hi):
+        return NOT_SHOWN, rule + "; no fit"
+    has = lo <= claimed <= hi
+    if not has:
+        return no, rule
+    return (NOT_SHOWN if lo <= rival <= hi else yes), rule
 
 
 def holm(pvalues) -> list[float]:
@@ -385,6 +525,13 @@ def interval_rule(lo: float, hi: float, *, expect: str, paper: bool = True) -> t
     return _directional((lo + hi) / 2, lo, hi, half, expect, paper, 0.05, "", 0)
 
 
+def _why_one_sided(against: str | None, what: str) -> str:
+    """The stated reason of a rule whose miss is *not shown* (:data:`ONE_SIDED`)."""
+    if against is not None:
+        return ""
+    return f" ({ONE_SIDED}{what} is not a test that rejects the claim)"
+
+
 def count_rule(
     k: int, n: int, *, at_least: float, paper: bool = True, against: str | None = None
 ) -> tuple[str, str]:
@@ -399,6 +546,7 @@ def count_rule(
     no = against or NOT_SHOWN
     return (yes if ok else no), (
         f"rule: {yes} when at least {at_least:.0%} of cases agree, else {no}"
+        + _why_one_sided(against, "a share below the threshold")
     )
 
 
@@ -414,6 +562,7 @@ def all_rule(flags, *, paper: bool = True, against: str | None = None) -> tuple[
         return NO_RESULT, "rule: no cases"
     return (yes if all(flags) else no), (
         f"rule: {yes} when every case agrees ({len(flags)} here), else {no}"
+        + _why_one_sided(against, "a case that disagrees among runs with noise")
     )
 
 
@@ -438,7 +587,10 @@ def threshold_rule(
         return NO_RESULT, "rule: value missing"
     ok = value < below if below is not None else value > above
     side = f"< {below:g}" if below is not None else f"> {above:g}"
-    return (yes if ok else no), f"rule: {yes} when the value is {side}, else {no}"
+    return (yes if ok else no), (
+        f"rule: {yes} when the value is {side}, else {no}"
+        + _why_one_sided(against, "a missed threshold")
+    )
 
 
 def sign_test_rule(

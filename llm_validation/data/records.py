@@ -93,12 +93,18 @@ class Example:
         output: the reference solution (the only tokens with a loss).
         source: the sub-dataset it comes from (clustering is done per source).
         index: position in the file (stable id across all stages).
+        prompt: the full prompt text, used verbatim instead of the Alpaca template around
+            ``instruction`` (prompt/completion data, chat templates; :mod:`.formats`).
+        prompt_special_tokens: whether tokenizing ``prompt`` adds the tokenizer's special tokens
+            (e.g. BOS); ``False`` for a prompt rendered by a chat template, which holds them.
     """
 
     instruction: str
     output: str
     source: str
     index: int
+    prompt: str | None = None
+    prompt_special_tokens: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,6 +154,7 @@ def _read_records(path: Path, *, what: str) -> list[tuple[int, object]]:
     out: list[tuple[int, object]] = []
     if stripped[0] == "[":  # a JSON array: decode element by element to know each one's line
         pos = text.index("[") + 1
+        line, counted = 1, 0  # the line of `counted`: newlines are counted once, incrementally
         while True:
             while pos < len(text) and text[pos] in " \t\r\n":
                 pos += 1
@@ -159,7 +166,9 @@ def _read_records(path: Path, *, what: str) -> list[tuple[int, object]]:
                 raise DataFormatError(
                     f"{path}:{exc.lineno}: invalid JSON ({exc.msg}, column {exc.colno})."
                 ) from None
-            out.append((_line_of(text, pos), obj))
+            line += text.count("\n", counted, pos)
+            counted = pos
+            out.append((line, obj))
             pos = end
             while pos < len(text) and text[pos] in " \t\r\n":
                 pos += 1
@@ -274,6 +283,9 @@ def tokenize_examples(
 ) -> list[dict[str, list[int]]]:
     """Tokenize ``prompt + response + EOS`` with labels on the response tokens only.
 
+    The prompt is the Alpaca template around ``instruction``, or ``Example.prompt`` verbatim
+    when it is set.
+
     The prompt (with the tokenizer's special tokens, e.g. BOS) and the response (without) are
     tokenized separately and concatenated, so the mask boundary is exact. Sequences longer than
     ``max_length`` are cut on the right; an example whose prompt fills the window keeps no label
@@ -285,9 +297,14 @@ def tokenize_examples(
     """
     if not isinstance(max_length, int) or max_length < 2:
         raise ValueError(f"`max_length` must be an int >= 2; got {max_length!r}.")
-    prompts = [format_prompt(e.instruction) for e in examples]
+    prompts = [format_prompt(e.instruction) if e.prompt is None else e.prompt for e in examples]
     responses = [e.output for e in examples]
-    p_ids = tokenizer(prompts, add_special_tokens=True)["input_ids"]
+    special = [e.prompt is None or e.prompt_special_tokens for e in examples]
+    if all(special):
+        p_ids = tokenizer(prompts, add_special_tokens=True)["input_ids"]
+    else:
+        p_ids = [tokenizer(p, add_special_tokens=s)["input_ids"]
+                 for p, s in zip(prompts, special, strict=True)]  # fmt: skip
     r_ids = tokenizer(responses, add_special_tokens=False)["input_ids"]
     eos = tokenizer.eos_token_id
     out = []

@@ -50,16 +50,36 @@ class ProxyPlan:
     record_steps: tuple[int, ...]
 
 
-def plan_proxy(n_examples: int, cfg: ProxyConfig) -> ProxyPlan:
+def plan_proxy(
+    n_examples: int, cfg: ProxyConfig, *, record_steps: Sequence[int] | None = None
+) -> ProxyPlan:
     """Optimizer steps of the proxy run and its ``K`` checkpoint steps.
 
+    Args:
+        n_examples: training examples.
+        cfg: proxy settings.
+        record_steps: record at these steps instead of ``K`` evenly spaced ones (strictly
+            increasing integers from 0, step 0 being the model before any update, to the last
+            trained step; e.g. :func:`sims.selection.log_spaced_steps`); ``cfg.n_checkpoints``
+            must equal their count.
+
     Raises:
-        ValueError: when the stretch has fewer optimizer steps than checkpoints.
+        ValueError: when the stretch has fewer optimizer steps than checkpoints, or
+            ``record_steps`` does not fit it.
     """
     from llm_validation.train.trainer import schedule
 
     sch = schedule(n_examples, cfg.batch_size, cfg.schedule_epochs)
     stop = max(1, round(cfg.epoch_fraction * sch.steps_per_epoch))
+    if record_steps is not None:
+        steps = tuple(int(s) for s in record_steps)
+        if (len(steps) != cfg.n_checkpoints or steps[0] < 0 or steps[-1] != stop
+                or any(b <= a for a, b in zip(steps, steps[1:], strict=False))):  # fmt: skip
+            raise ValueError(
+                f"`record_steps` {list(steps)} must be {cfg.n_checkpoints} (`n_checkpoints`) "
+                f"strictly increasing steps from >= 0 to the last trained step {stop}."
+            )
+        return ProxyPlan(n_examples, sch.steps_per_epoch, sch.total, stop, steps)
     k_all = cfg.n_checkpoints
     steps = tuple(sorted({round(k * stop / k_all) for k in range(1, k_all + 1)}))
     if len(steps) < cfg.n_checkpoints or steps[0] < 1:
@@ -104,6 +124,7 @@ def record_trajectories(
     callbacks: Sequence = (),
     score_examples: Sequence[Example] | None = None,
     on_start: Callable[[], object] | None = None,
+    record_steps: Sequence[int] | None = None,
 ):
     """Train the proxy and record loss trajectories into ``out_dir`` (resumable).
 
@@ -119,6 +140,7 @@ def record_trajectories(
             trains on ``examples``; used to place synthetic problems on the same trajectories).
         on_start: called once the model is loaded and the data tokenized, before the first
             write (the pipeline marks its stage running there).
+        record_steps: the recording steps (see :func:`plan_proxy`; default ``K`` evenly spaced).
 
     Returns:
         The trajectories ``xarray.Dataset`` (also written to ``out_dir/trajectories.nc``).
@@ -141,7 +163,7 @@ def record_trajectories(
 
     out = Path(out_dir)
     final = out / "trajectories.nc"
-    plan = plan_proxy(len(examples), cfg)
+    plan = plan_proxy(len(examples), cfg, record_steps=record_steps)
     if final.exists():
         try:
             return read_netcdf(final)

@@ -95,8 +95,9 @@ def _train_parser() -> ArgumentParser:
     a(
         "--paper-steps",
         type=int,
-        default=d.paper_steps,
-        help=f"the paper's horizon, also summarized (default {d.paper_steps})",
+        default=None,
+        help=f"the paper's horizon, also summarized (default {d.paper_steps}, or --steps when "
+             "that is smaller)",
     )
     a(
         "--P",
@@ -185,8 +186,9 @@ def _train_parser() -> ArgumentParser:
     a(
         "--log-every",
         type=int,
-        default=d.log_every,
-        help=f"stride of the stored curves (default {d.log_every})",
+        default=None,
+        help=f"stride of the stored curves (default {d.log_every}, or the largest stride below it "
+             "that divides both horizons minus one)",
     )
     a("--seed", type=seed, default=d.seed, help=f"root seed (default {d.seed})")
     a(
@@ -325,8 +327,26 @@ def estimate(cfg) -> Estimate:
         memory=_BYTES_BASE + 8.0 * floats,
         seconds=seconds,
         what=f"--runs {R} --P {P} --d {d} --steps {cfg.num_steps} ({M} method{'s' * (M > 1)})",
-        fix="lower --P, --d or --runs",
+        fix=("lower --steps (or raise --log-every)" if M * R * n_log * (d + 8) > R * P
+             * per_example else "lower --P, --d or --runs"),
     )
+
+
+def _horizon_defaults(args, d) -> None:
+    """Fill ``--paper-steps`` and ``--log-every`` the user left out so they fit ``--steps``.
+
+    A flag the user gave is kept (a clash is then reported on it); only defaults adapt: the
+    paper's horizon is at most ``--steps``, the stride the largest one up to the default that
+    divides both horizons minus one (so the last step of each is stored).
+    """
+    import math
+
+    if args.paper_steps is None:
+        args.paper_steps = min(d.paper_steps, args.steps) if args.steps >= 1 else d.paper_steps
+    if args.log_every is None:
+        g = math.gcd(max(args.steps - 1, 0), max(args.paper_steps - 1, 0))
+        args.log_every = d.log_every if g == 0 else max(
+            k for k in range(1, min(d.log_every, g) + 1) if g % k == 0)
 
 
 def _train(argv) -> int:
@@ -334,6 +354,7 @@ def _train(argv) -> int:
 
     parser = _train_parser()
     args = parser.parse_args(argv)
+    _horizon_defaults(args, Figure1Config())
     try:
         cfg = Figure1Config(
             d=args.d, n_context=args.n_context, n_heads=args.heads, rank=args.rank,

@@ -456,7 +456,8 @@ def _warm_xarray() -> None:
     xr.Variable("x", np.zeros(1))
 
 
-def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = False) -> xr.Dataset:
+def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = False,
+                store=None) -> xr.Dataset:  # fmt: skip
     """Run the paired experiment and return an ``xr.Dataset``.
 
     Work overlaps on two threads (JAX and numpy release the GIL): every optimizer's program
@@ -464,6 +465,11 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
     and its variants) train while GD runs, its checkpoints give the proxy's losses (the proxy
     *is* the first ``proxy_budget`` GD steps), k-means selects and GD + upsampling trains.
     Results do not depend on the scheduling.
+
+    With ``store`` (a folder), each method's runs are saved there as soon as they finish and a
+    later call with the same configuration reuses them (an interrupted run resumes). The main
+    thread only waits on the training threads, so Ctrl-C acts at once: the unfinished methods
+    are dropped (``KeyboardInterrupt`` says how many were kept).
 
     Returns:
         Dataset with dims ``method, run, step (stored every log_every), feature, level,
@@ -479,6 +485,7 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     methods = cfg.run_methods
+    kept = _MethodStore(store, cfg)
     bar = tqdm(total=cfg.n_runs + 1 + len(methods), desc="figure1", disable=not progress,
                leave=False)  # fmt: skip
 
@@ -488,18 +495,23 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
         timings[name] = time.perf_counter() - t1
         return out
 
+    def train(m, moments, **kw):  # a stored method is read back, a new one saved at once
+        got = kept.get(m)
+        return got if got is not None else kept.put(m, timed(f"train_{m}_s", _train_method,
+                                                             prep, m, moments, **kw))
+
     # selection-free methods (SAM and variants) run beside GD -> select -> GD + upsampling
     background = [m for m in methods if METHODS[m][1] == "train" and METHODS[m][0] != "gd"]
     share = "sam" in methods
     programs = {_program(m, share): m for m in reversed(methods)}  # one compile per program
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    pool = ThreadPoolExecutor(max_workers=2)
+    line = ThreadPoolExecutor(max_workers=1)  # GD's line; the main thread waits (Ctrl-C acts)
+    try:
         compiling = [pool.submit(_compile, cfg, m, share) for m in programs.values()]
         pool.submit(_warm_xarray)
         prep = timed("data_s", prepare_runs, cfg, progress=bar, pool=pool)
-        later = {m: pool.submit(timed, f"train_{m}_s", _train_method, prep, m, prep.moments,
-                                share_sam=share) for m in background}  # fmt: skip
-        results = {"gd": timed("train_gd_s", _train_method, prep, "gd", prep.moments,
-                               share_sam=share)}  # fmt: skip
+        later = {m: pool.submit(train, m, prep.moments, share_sam=share) for m in background}
+        results = {"gd": line.submit(train, "gd", prep.moments, share_sam=share).result()}
         bar.update(1)
         t1 = time.perf_counter()
         sel = select(prep, losses=_proxy_losses(prep, results["gd"], pool=pool), pool=pool)
@@ -511,14 +523,24 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
                 continue
             moments = sel["moments"] if METHODS[m][1] == "upsampled" else prep.moments
             factor = boost if m == "gd_lr_matched" else 1.0
-            results[m] = timed(f"train_{m}_s", _train_method, prep, m, moments, lr_factor=factor,
-                               share_sam=share)  # fmt: skip
+            results[m] = line.submit(train, m, moments, lr_factor=factor,
+                                     share_sam=share).result()  # fmt: skip
             bar.update(1)
         for m, fut in later.items():
             results[m] = fut.result()
             bar.update(1)
         for fut in compiling:
             fut.result()  # surfaces a compilation error
+    except KeyboardInterrupt:
+        for ex in (pool, line):  # do not wait for the running trainings: they are dropped
+            ex.shutdown(wait=False, cancel_futures=True)
+        raise KeyboardInterrupt(kept.interrupted_message(methods)) from None
+    except BaseException:
+        for ex in (pool, line):
+            ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    line.shutdown()
     bar.close()
     results = {m: results[m] for m in methods}
     timings["total_s"] = time.perf_counter() - t0
@@ -534,6 +556,74 @@ def run_figure1(config: Figure1Config = Figure1Config(), *, progress: bool = Fal
         }
     )
     return ds
+
+
+class _MethodStore:
+    """Each method's :class:`TrainResult`, saved in ``folder`` as it finishes (resume).
+
+    Files are keyed by the configuration: another configuration's files are ignored (and
+    replaced). ``folder=None`` keeps nothing.
+    """
+
+    def __init__(self, folder, cfg: Figure1Config):
+        import hashlib
+        from pathlib import Path
+
+        self.folder = None if folder is None else Path(folder)
+        self.key = hashlib.sha256(json.dumps(dataclasses.asdict(cfg), sort_keys=True,
+                                             default=str).encode()).hexdigest()[:16]  # fmt: skip
+        self.reused: set[str] = set()
+        self.saved: set[str] = set()
+
+    def _file(self, method: str):
+        return self.folder / f"{method}.pkl"
+
+    def get(self, method: str):
+        if self.folder is None or not self._file(method).exists():
+            return None
+        import pickle
+
+        try:
+            key, result = pickle.loads(self._file(method).read_bytes())
+        except Exception:  # noqa: BLE001 - a damaged file is recomputed
+            return None
+        if key != self.key:
+            return None
+        self.reused.add(method)
+        import sys
+
+        print(f"figure1: reusing {method}'s finished runs from {self.folder} (an earlier, "
+              "interrupted run saved them)", file=sys.stderr)
+        return result
+
+    def put(self, method: str, result):
+        if self.folder is not None:
+            import pickle
+
+            from sims.runtime.io import atomic_path
+
+            with atomic_path(self._file(method)) as tmp:
+                tmp.write_bytes(pickle.dumps((self.key, result)))
+            self.saved.add(method)
+        return result
+
+    def interrupted_message(self, methods) -> str:
+        done = sorted(self.saved | self.reused, key=list(methods).index)
+        if self.folder is None:
+            return f"interrupted; nothing kept ({len(done)} of {len(methods)} methods had finished)"
+        return (f"interrupted; {len(done)} of {len(methods)} methods kept in {self.folder} "
+                f"({', '.join(done) or 'none finished'}); rerun the same command to resume")
+
+    def clear(self) -> None:
+        """Remove the stored methods (once the whole result is written)."""
+        if self.folder is None or not self.folder.is_dir():
+            return
+        for f in self.folder.glob("*.pkl"):
+            f.unlink(missing_ok=True)
+        try:
+            self.folder.rmdir()
+        except OSError:
+            pass
 
 
 def _assemble(prep: Prepared, results: dict, report: dict, boost) -> xr.Dataset:

@@ -79,15 +79,26 @@ def ensure_figure1(results_dir, *, quick: bool = False, recompute: bool = False,
     _jax()
     from sims.runtime.io import provenance, write_netcdf
 
-    from .experiment import run_figure1, summarize
+    from .experiment import _MethodStore, run_figure1, summarize
 
     cfg = config if config is not None else figure1_config(quick)
-    ds = run_figure1(cfg, progress=progress)
+    store = parts_folder(path)
+    if recompute:
+        _MethodStore(store, cfg).clear()
+    ds = run_figure1(cfg, progress=progress, store=store)
     meta = provenance(
         config=dataclasses.asdict(cfg), seed=cfg.seed, status=ds.attrs["status"],
         extra={"timings": ds.attrs["timings"], "summary": summarize(ds)},
     )  # fmt: skip
-    return write_netcdf(path, ds, meta=meta)
+    out = write_netcdf(path, ds, meta=meta)
+    _MethodStore(store, cfg).clear()
+    return out
+
+
+def parts_folder(path) -> Path:
+    """Where Figure 1's finished methods wait until the whole result is written (resume)."""
+    path = Path(path)
+    return path.with_name(path.stem + ".parts")
 
 
 def ensure_mechanism(results_dir, *, quick: bool = False, recompute: bool = False,

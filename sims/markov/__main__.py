@@ -71,8 +71,10 @@ def build_parser() -> ArgumentParser:
                        "from the App. C.6 init (V = 0, s = 1/T + noise) and print the stage "
                        "times.")  # fmt: skip
     o.add_argument("--T", type=int, default=40, help="sequence length (positions of s_k)")
-    o.add_argument("--H", type=int, default=3, help="number of attention heads")
-    o.add_argument("--h", type=int, default=3, help="number of true features / groups")
+    o.add_argument("--heads", dest="H", type=int, default=3,
+                   help="number of attention heads (H in the paper)")
+    o.add_argument("--features", dest="h", type=int, default=3,
+                   help="number of true features / groups (h in the paper)")
     o.add_argument("--m", type=float, default=1.7, help="hierarchy ratio: m_a = m^(h-a) b0")
     o.add_argument("--b0", type=float, default=1.0, help="base scale b0 of the features")
     o.add_argument("--init-std", type=float, default=1e-6,
@@ -160,7 +162,7 @@ def ode_estimate(cfg) -> Estimate:
     return Estimate(
         memory=_ODE_BASE_BYTES + 8.0 * floats,
         seconds=_ODE_SECONDS_PER_VARIABLE * n * max(0.1, math.log10(cfg.t_max / cfg.t_min) / 6),
-        what=f"--T {cfg.T} --H {cfg.H} --h {cfg.h} ({n} ODE variables)",
+        what=f"--T {cfg.T} --heads {cfg.H} --features {cfg.h} ({n} ODE variables)",
         fix="lower --T",
     )
 
@@ -221,13 +223,18 @@ def _ode(a) -> int:
         raise KeyboardInterrupt("interrupted before any result was written") from None
     st = stage_times(res.ds)
     n = count_stages(st)
-    print(f"status={res.status} ({res.message}) nfev={res.nfev} seconds={res.seconds:.3f}")
+    if res.success:
+        print(f"integrated to t = {cfg.t_max:g} ({res.nfev} evaluations, {res.seconds:.1f} s)")
+    else:
+        print(f"the integration stopped before t = {cfg.t_max:g}: {res.message}")
     print(f"stage times: {np.round(st, 2).tolist()}  {n} stage{'s' if n != 1 else ''}  "
           f"final loss: {float(res.ds.loss[-1]):.3g}")  # fmt: skip
     if a.out is not None:
         write_netcdf(a.out, res.ds, meta=provenance(dataclasses.asdict(cfg), seed=a.seed))
-        print(a.out)
-    return 0
+        print(f"wrote {a.out}")
+    else:
+        print("nothing saved (give --out FILE.nc to keep the trajectory)")
+    return 0 if res.success else 1
 
 
 def _train_config(a):

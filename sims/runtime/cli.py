@@ -107,6 +107,7 @@ class ArgumentParser(argparse.ArgumentParser):
         if empty is not None:
             self.error(empty)
         parsed = super().parse_args(argv, namespace)
+        _expand_home(parsed)
         try:
             check_env()
             if _RUNNING:  # a command run by run_cli (not a parser used by a library or a test)
@@ -114,6 +115,21 @@ class ArgumentParser(argparse.ArgumentParser):
         except UsageError as exc:
             self.exit(2, f"{self.prog}: error: {exc}\n")
         return parsed
+
+
+#: String-valued flags that name a path (Path-valued ones are recognised by their type).
+PATH_ATTRIBUTES = ("out", "run_dir", "results", "config", "reuse")
+
+
+def _expand_home(args: argparse.Namespace) -> None:
+    """Expand a leading ``~`` in path flags (the shell leaves ``--out=~/x`` as it is).
+
+    The write, the printed path and the lock then all name ``$HOME/x``.
+    """
+    for attr, value in vars(args).items():
+        if isinstance(value, Path) or (attr in PATH_ATTRIBUTES and isinstance(value, str)):
+            if str(value).startswith("~"):
+                setattr(args, attr, type(value)(os.path.expanduser(value)))
 
 
 def _empty_value(argv: Sequence[str]) -> str | None:

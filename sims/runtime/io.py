@@ -478,7 +478,10 @@ def acquire_run_lock(target: str | os.PathLike, *, arg: str = "--out", prog: str
     if resolved in _LOCKS:
         return _LOCKS[resolved]
     lock = lock_path(resolved)
-    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _lock_folder_error(lock.parent, exc) from None
     me = {"pid": os.getpid(), "host": platform.node(), "start": process_start(os.getpid()),
           "target": str(resolved), "command": " ".join([prog or sys.argv[0], *sys.argv[1:]]),
           "since": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}  # fmt: skip
@@ -502,11 +505,23 @@ def acquire_run_lock(target: str | os.PathLike, *, arg: str = "--out", prog: str
                 ) from None
             lock.unlink(missing_ok=True)  # stale: its process is gone; take it over
             continue
+        except OSError as exc:  # not writable, read-only, not a real folder (/proc)
+            raise _lock_folder_error(lock.parent, exc) from None
         with os.fdopen(fd, "w") as f:
             json.dump(me, f)
         _LOCKS[resolved] = lock
         return lock
     raise UsageError(f"{arg} {str(target)!r}: cannot take its lock {lock}; try again")
+
+
+def _lock_folder_error(folder: Path, exc: OSError) -> UsageError:
+    """The one-line error for a lock folder that cannot hold locks (``$SBT_LOCK_DIR`` named)."""
+    reason = exc.strerror or type(exc).__name__
+    env = os.environ.get("SBT_LOCK_DIR")
+    where = f"SBT_LOCK_DIR={env!r}" if env else f"the lock folder {str(folder)!r}"
+    fix = ("set SBT_LOCK_DIR to a writable folder, or unset it to use the temp folder" if env
+           else "set SBT_LOCK_DIR to a writable folder")
+    return UsageError(f"{where} cannot hold run locks ({reason}); {fix}")
 
 
 def release_run_locks() -> None:

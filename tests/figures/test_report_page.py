@@ -40,7 +40,7 @@ def _chromium(tmp_path, *args, timeout=120) -> str:
     return proc.stdout
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not torn down when an xdist worker switches modules
 def page(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
     rep = build_report(out, figures=DRAWN)

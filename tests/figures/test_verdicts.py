@@ -142,6 +142,24 @@ def test_bootstrap_stability_enumerates_small_samples_exactly():
         V.bootstrap_stability([], sign)
 
 
+def test_bootstrap_stability_random_branch_draws_every_unit():
+    """The random branch draws all n units: a rule that reads only the last one sees it.
+
+    ``decide`` holds when the resample contains unit n - 1; the share of resamples that
+    contain it at least once is 1 - (1 - 1/n)^n (n = 6: 0.665); a sampler that never draws the
+    last unit gives 0. exact_below=0 forces the random branch.
+    """
+    n = 6
+    rows = list(range(n))
+    share = V.bootstrap_stability(rows, lambda r: (n - 1) in r, n_boot=4000, seed=3,
+                                  exact_below=0)
+    # the reference resample is the full sample (holds); SE of a 4000-draw share <= 0.008
+    assert share == pytest.approx(1 - (1 - 1 / n) ** n, abs=0.04)
+    # and the first unit likewise (a sampler shifted by one would miss unit 0)
+    first = V.bootstrap_stability(rows, lambda r: 0 in r, n_boot=4000, seed=3, exact_below=0)
+    assert first == pytest.approx(1 - (1 - 1 / n) ** n, abs=0.04)
+
+
 def test_leave_one_out_stability_hand_computed():
     def sign(groups):
         return sum(sum(g) for g in groups) > 0
@@ -238,7 +256,8 @@ def test_confirm_worst_source_is_not_shown_unless_all_three_reject():
     assert f.verdict == V.NOT_SHOWN and f.n == 5
     # the worst source's held-out accuracy is 0 in every variant (a floor): the row reads the loss
     assert max(COMMITTED["llm_confirm"]["worst_source_accuracy"].values()) == 0
-    assert f.ours.startswith("held-out loss, not the paper's accuracy: the worst source's")
+    assert f.ours.startswith("FT+UP − FT not compute-matched")  # issue 37: said first
+    assert "held-out loss, not the paper's accuracy: the worst source's" in f.ours
     pairs = COMMITTED["llm_confirm"]["pairs"]
     nums = copy.deepcopy(COMMITTED)
     better = [-0.03, -0.031, -0.029, -0.03, -0.03]
@@ -255,7 +274,7 @@ def test_confirm_worst_source_is_not_shown_unless_all_three_reject():
         nums["llm_confirm"]["pairs"][f"ft_up-{b}"]["worst_accuracy"]["per_seed"] = [
             5.0, 6.0, 5.5, 6.5, 5.0]  # fmt: skip
     g = _row("confirm-worst-source", nums)
-    assert g.verdict == V.VERIFIED and g.ours.startswith("worst-source held-out accuracy")
+    assert g.verdict == V.VERIFIED and "); worst-source held-out accuracy" in g.ours
 
 
 def _main_effect_margin(src="llm_confirm"):
@@ -273,7 +292,8 @@ def test_confirm_proxy_needs_equivalence_not_an_interval_containing_zero():
     m = _main_effect_margin("llm_confirm_v1")
     assert _tost_p(d, m) >= 0.05 and f.verdict == V.NOT_SHOWN
     assert "TOST" in f.test and f"±{m:.2g}" in f.rule
-    assert f.ours.startswith("previous CPU scale, not today's: held-out loss")
+    assert f.ours.startswith("steps not matched exactly")  # issue 37: said first
+    assert "previous CPU scale, not today's: held-out loss" in f.ours
     tight = _with(
         COMMITTED,
         ("llm_confirm_v1", "pairs", "ft_up_self-ft_up", "mean_loss", "per_seed"),
@@ -323,8 +343,10 @@ def test_table4_random_rule_is_an_equivalence_test():
 def test_confirm_up_loss_is_judged_against_the_step_matched_ft():
     f = _row("confirm-up-loss")
     assert "not compute-matched" not in f.ours and "ft_matched" in f.ours
-    assert f.ours.startswith("average accuracy ft_up − ft_matched")
-    assert f.verdict == V.NOT_SHOWN
+    # issue 37: the interval [-1.88, +0.32] lies below the paper's smallest gain (+1.2)
+    assert f.ours.startswith("smaller than the paper's effect")
+    assert "average accuracy ft_up − ft_matched" in f.ours
+    assert f.verdict == V.SMALLER
     # FT+UP clearly above the step-matched FT: reproduced
     clear = _with(COMMITTED, ("llm_confirm", "pairs", "ft_up-ft_matched", "accuracy", "per_seed"),
                   [3.0, 3.2, 2.9, 3.1, 3.0])  # fmt: skip
@@ -335,7 +357,7 @@ def test_confirm_up_loss_is_judged_against_the_step_matched_ft():
         k: v for k, v in nums["llm_confirm"]["pairs"].items() if "ft_matched" not in k
     }
     g = _row("confirm-up-loss", nums)
-    assert g.ours.startswith("not compute-matched (FT trains fewer optimizer steps")
+    assert g.ours.startswith("not compute-matched: ft_up trains more optimizer steps than ft")
     assert "ft_up − ft:" in g.ours
 
 
@@ -438,7 +460,7 @@ def test_page_opens_with_how_to_read_and_lists_fragile_rows(tmp_path):
     assert md.index("## How to read a verdict") < md.index("| group |") < md.index("## Seed 000")
     for word in ("not shown", "erratum", "fragile", "margin", "n < 3", "Holm"):
         assert word in md.split("| group |")[0] or word in md.split("\n| group |")[1][:400], word
-    header = md.split("\n")[md.split("\n").index("## How to read a verdict") + 9]
+    header = next(line for line in md.split("\n") if line.startswith("| group |"))
     assert "not shown" in header and "erratum" in header and header.endswith("fragile |")
     listed = md.split("### Fragile rows")[1].split("## Seed 000")[0]
     assert frag and all(f"`{c}`" in listed for c in frag)

@@ -562,6 +562,26 @@ def test_a_failed_gate_blocks_the_later_stages_with_its_reason(tmp_path):
     assert ran == ["gate", "pre", "a", "b", "pre"]
 
 
+@pytest.mark.parametrize("status", ["partial", "blocked"])
+def test_a_gate_with_any_status_but_ok_blocks_the_later_stages(tmp_path, status):
+    """Not only "failed": a gate that ends "partial" or "blocked" stops the call too."""
+    ran = []
+
+    def gate(ctx):
+        ran.append("gate")
+        return {"status": status, "message": "one wheel missing"}
+
+    stages = [
+        StageSpec("pre", "P", 1, "", "", gate, gate=True, always=True),
+        StageSpec("a", "A", 1, "", "", lambda ctx: ran.append("a") or {}),
+    ]
+    s = run_campaign(_ctx(tmp_path), stages)
+    assert ran == ["gate"]
+    st = {e["name"]: e for e in s["stages"]}
+    assert st["pre"]["status"] == status and st["a"]["status"] == "blocked"
+    assert st["a"]["message"] == "not run: pre failed (one wheel missing)"
+
+
 @pytest.mark.parametrize("sigint", ["default", "ignored"])
 def test_deadline_defers_and_interrupts_and_the_summary_survives(tmp_path, sigint):
     """Also when SIGINT is ignored, as in a process started with ``&`` by a script."""

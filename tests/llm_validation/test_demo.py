@@ -59,9 +59,13 @@ def test_demo_runs_every_step_and_says_where_to_look(tmp_path, monkeypatch, caps
     # the selection figure draws every source (13; max_sources=12 dropped one)
     drawn = _selection_axes(run, monkeypatch)
     assert sorted(drawn) == sorted(sel.attrs["per_source"]) and len(drawn) == 13
+    assert "accuracy near 0 % is expected here" in said  # the tiny models score ~0
     t0 = time.perf_counter()
-    assert main(["demo", "--size", "tiny", "--out", str(out), "--quiet"]) == 0  # resumes: no-op
+    assert main(["demo", "--size", "tiny", "--out", str(out)]) == 0  # resumes: no-op
     assert time.perf_counter() - t0 < 15
+    again = capsys.readouterr().out
+    assert "reusing the target model" in again and "reusing the proxy model" in again
+    assert "model from scratch" not in again
     # the default size into the same folder reused the tiny corpus: refused, nothing changed
     before = sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*"))
     assert main(["demo", "--out", str(out), "--quiet"]) == 2
@@ -101,3 +105,20 @@ def test_the_accuracy_table_marks_no_best_on_a_tie():
     assert rows[2] == "| GSM8K | 4 | 0.0 | 0.0 |"
     assert rows[3] == "| MATH | 4 | 20.0 | **50.0** |"
     assert rows[4] == "| Avg. | 4 | 10.0 | **25.0** |"
+
+
+def test_the_rerun_line_is_safe_to_copy_with_a_space_in_the_path(tmp_path, monkeypatch, capsys):
+    """The printed "rerun one step" command, split as a shell would, names the real config."""
+    import shlex
+
+    from llm_validation.experiments import demo
+
+    out = tmp_path / "my demo"
+    paths = {k: out / k for k in ("report", "selection", "trajectory", "finetune", "evaluation")}
+    paths["config"] = out / "run.json"
+    monkeypatch.setattr(demo, "run_demo", lambda *a, **k: paths)
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--size", "tiny", "--out", str(out)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("rerun"))
+    words = shlex.split(line.split(": ", 1)[1])
+    assert words[-2:] == ["--config", "my demo/run.json"]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sims.runtime.cli import ArgumentParser, UsageError, run_cli
+from sims.runtime.cli import ArgumentParser, UsageError, run_cli, seed_list
 from sims.runtime.extras import MissingExtraError
 from sims.runtime.parallel import SweepInterrupted
 
@@ -20,6 +20,21 @@ def test_parser_errors_are_one_line(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err == "demo: error: argument --n: invalid int value: 'x' (see --help)\n"
+
+
+def test_seed_list_refuses_a_repeated_seed():
+    """A repeated seed is the same run twice: refused, naming the seed and the text."""
+    import argparse
+
+    assert seed_list("0,1,2") == (0, 1, 2)
+    for text, dup in (("0,1,0", 0), ("3, 3", 3), ("5,2,7,2", 2)):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"seed {dup} is given twice"):
+            seed_list(text)
+    p = ArgumentParser(prog="demo")
+    p.add_argument("--seeds", type=seed_list)
+    with pytest.raises(SystemExit) as exc:
+        p.parse_args(["--seeds", "1,1"])
+    assert exc.value.code == 2
 
 
 @pytest.mark.parametrize(
@@ -298,6 +313,52 @@ def test_a_run_lock_is_refused_while_held_released_at_exit_and_taken_over_when_s
     # relative targets are the same lock as their absolute form, from the current folder
     monkeypatch.chdir(tmp_path)
     assert lock_path("out") == lock_path(target) == lock_path(tmp_path / "x" / ".." / "out")
+
+
+@pytest.mark.parametrize("where", ["/proc/x", "a_file", "read_only/locks"])
+def test_an_unusable_lock_folder_is_one_line_exit_2_before_any_work(tmp_path, where):
+    """SBT_LOCK_DIR in /proc, on a file, or under a read-only folder: one line naming it."""
+    import subprocess
+    import sys
+
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "read_only").mkdir(mode=0o500)
+    lock_dir = where if where.startswith("/") else str(tmp_path / where)
+    env = dict(os.environ, SBT_LOCK_DIR=lock_dir, PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-m", "sims.sam_entropy", "--out", str(tmp_path / "o"),
+                        "--no-plot"], env=env, capture_output=True, text=True, timeout=120)
+    if where.startswith("read_only") and os.geteuid() == 0:  # root writes anywhere
+        assert r.returncode == 0
+        return
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert f"SBT_LOCK_DIR={lock_dir!r} cannot hold run locks" in r.stderr
+    assert "set SBT_LOCK_DIR to a writable folder" in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_out_with_a_tilde_after_the_equals_sign_is_the_home_folder(tmp_path):
+    """``--out=~/x`` (no shell expansion): written, printed and locked as $HOME/x."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO),
+               SBT_LOCK_DIR=str(tmp_path / "locks"))
+    r = subprocess.run([sys.executable, "-m", "sims.sam_entropy", "--out=~/x", "--no-plot"],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (home / "x" / "sam_entropy.json").exists() and not (tmp_path / "~").exists()
+    assert f"wrote {home / 'x' / 'sam_entropy.nc'}" in r.stdout
+    # and the lock is the one of $HOME/x (the parser expands before locking)
+    from sims.runtime.cli import ArgumentParser
+
+    p = ArgumentParser(prog="t")
+    p.add_argument("--out", type=Path)
+    p.add_argument("--results", type=str)
+    a = p.parse_args(["--out=~/y", "--results=~"])
+    assert a.out == Path.home() / "y" and a.results == str(Path.home())
 
 
 def test_a_lock_of_another_host_is_never_taken_over(tmp_path, monkeypatch):

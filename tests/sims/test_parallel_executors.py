@@ -172,3 +172,44 @@ def _pid(_):
 
 def _nested_pids(n):
     return pmap(_pid, range(n), workers=2, executor="processes")
+
+
+def test_the_source_check_compares_the_content_hash_not_the_folder(monkeypatch):
+    """Two checkouts of one commit pass; one folder with a changed file does not.
+
+    The hash and the folder usually change together (another checkout); each is changed alone
+    here, in the per-job check and in the check of a running cluster's workers.
+    """
+    mine = ("a" * 16, "/repo/one")
+    monkeypatch.setattr(executors, "source_fingerprint", lambda: mine)
+    executors.check_source(("a" * 16, "/elsewhere/copy"))  # same content, other folder: fine
+    with pytest.raises(executors.SourceMismatch, match=f"source {'b' * 16} in /repo/one"):
+        executors.check_source(("b" * 16, "/repo/one"))  # same folder, changed content
+
+    import distributed
+
+    class FakeClient:
+        status = "running"
+        workers: dict = {}
+
+        def __init__(self, *a, **k):
+            pass
+
+        def wait_for_workers(self, n, timeout=None):
+            pass
+
+        def run(self, fn):
+            return dict(FakeClient.workers)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(distributed, "Client", FakeClient)
+    monkeypatch.setattr(executors, "_DASK", {})
+    spec = parse_executor("dask://h.example:8786")
+    FakeClient.workers = {"tcp://w1": ("a" * 16, "/other/folder")}
+    assert executors.check_executor(spec) == spec
+    executors._DASK.clear()
+    FakeClient.workers = {"tcp://w1": ("c" * 16, "/repo/one")}
+    with pytest.raises(executors.SourceMismatch, match=f"worker tcp://w1 .*source {'c' * 16}"):
+        executors.check_executor(spec)

@@ -359,3 +359,31 @@ def test_truncated_times_at_60000_features_equal_the_paper_closed_forms(family):
         expect = np.log((u - rh) * cfg.eps / (u * (cfg.eps - rh))) / (lam**2 * rh)
         np.testing.assert_allclose(ds.t_sam.sel(rho=rho).values, expect, rtol=1e-9)
     assert bool(ds.ordering_holds.values[1:].all()) and bool(ds.majorizes.values[1:].all())
+
+
+def test_an_exploratory_run_never_replaces_the_default_results(tmp_path, monkeypatch, capsys):
+    """Non-default parameters without --out write to results/sam_entropy/runs/<parameters>; the
+    figure reading a result of other parameters (put there with --out) says so in one line."""
+    from figures import fig_sam_entropy
+    from sims.runtime.io import read_netcdf
+
+    monkeypatch.chdir(tmp_path)
+    default = tmp_path / "results" / "sam_entropy"
+    assert se.main(["--no-plot"]) == 0
+    before = (default / "sam_entropy.nc").read_bytes()
+    assert se.main(["--rho", "1.0", "--no-plot"]) == 0
+    err = capsys.readouterr().err
+    assert "non-default parameters: writing to results/sam_entropy/runs/rho-1" in err
+    assert (default / "sam_entropy.nc").read_bytes() == before  # untouched
+    run = read_netcdf(default / "runs" / "rho-1" / "sam_entropy.nc")
+    assert run.attrs["meta"]["config"]["rhos"] == [1.0]
+    assert se.main(["--eps", "0.02", "--c", "0.4", "--no-plot", "--no-write"]) == 0
+    assert not (default / "runs" / "eps-0.02_c-0.4").exists()  # --no-write writes nothing
+    # the figure on the default result: no note; on another run's result: one line naming it
+    fig_sam_entropy.make(tmp_path / "figs", results_dir=tmp_path / "results")
+    assert "other parameters" not in capsys.readouterr().err
+    assert se.main(["--rho", "1.0", "--no-plot", "--out", str(default)]) == 0  # explicit
+    capsys.readouterr()
+    fig_sam_entropy.make(tmp_path / "figs", results_dir=tmp_path / "results")
+    note = [ln for ln in capsys.readouterr().err.splitlines() if "other parameters" in ln]
+    assert len(note) == 1 and "rhos=[1.0]" in note[0]

@@ -168,3 +168,38 @@ def test_progress_goes_to_stderr_claim_by_claim(capsys):
     assert "thm44_step1_monotone" in err and "thm44_I1_I2_closed_forms" in err
     assert cli.main(["--claim", "thm44_step1_monotone", "--no-write", "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("mate_verdict", ["not checkable", report.ERROR, "refuted",
+                                          "verified under an approximation"])
+def test_a_typo_row_is_refuted_unless_its_companion_verifies_the_correction(mate_verdict):
+    """A typo stays an erratum only while its corrected companion is verified (or an erratum)."""
+    def row(name, verdict, corrected_by=""):
+        return report.Row(name, "ref", "stmt", verdict, "0", 0.0, "m", "", "", erratum=False,
+                          approximation=False, module="x", corrected_by=corrected_by,
+                          why="a typo")
+
+    typo = "erratum (typo in the printed formula)"
+    for ok in ("verified", ERRATUM):
+        out = report._check_companions([row("t", typo, "c"), row("c", ok)])
+        assert out[0].verdict == typo
+    out = report._check_companions([row("t", typo, "c"), row("c", mate_verdict)])
+    assert out[0].verdict == "refuted" and f"c is '{mate_verdict}'" in out[0].why
+    assert out[1].verdict == mate_verdict
+    # a companion that was not run leaves the typo as it is
+    assert report._check_companions([row("t", typo, "c")])[0].verdict == typo
+
+
+def test_a_claim_run_never_replaces_the_full_report(tmp_path, monkeypatch, capsys):
+    """``--claim X`` without --out writes results/theory/claims/X/, not over report.md."""
+    monkeypatch.chdir(tmp_path)
+    full = tmp_path / "results" / "theory"
+    full.mkdir(parents=True)
+    (full / "report.md").write_text("the full report\n")
+    assert cli.main(["--claim", "thm44_I1_I2_closed_forms", "--no-progress"]) == 0
+    assert (full / "report.md").read_text() == "the full report\n"
+    one = full / "claims" / "thm44_I1_I2_closed_forms"
+    assert json.loads((one / "report.json").read_text())["claims"][0]["name"] == (
+        "thm44_I1_I2_closed_forms")
+    assert f"wrote {one.relative_to(tmp_path) / 'report.md'}" in capsys.readouterr().out
+    assert cli.default_out(None) == "results/theory"  # the full run keeps its folder

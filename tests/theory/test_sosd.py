@@ -21,7 +21,7 @@ EXPECTED = {
     "sosd_lemma_a5_descent": V,
     "sosd_lemma_a6_softmax_gap": V,
     "sosd_lemma_a7_softmax_jacobian": V,
-    "sosd_lemma_a8_as_printed": T,
+    "sosd_lemma_a8_as_printed": R,  # substantive downstream (issue 38), no longer a typo
     "sosd_lemma_a8_corrected": E,
     "sosd_thm45_qk_ode_solution": V,
     "sosd_thm45_hitting_times_as_printed": R,

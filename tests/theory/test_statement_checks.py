@@ -35,24 +35,25 @@ from theory.verify import (
 
 
 @pytest.mark.parametrize("n", [2, 10, 39])
-def test_a1_extremal_family_ratio_is_sqrt_n_minus_1(n):
+def test_a1_extremal_family_ratio_is_sqrt_n(n):
+    """Issue 38: the true extremal pair b = e₁, a = e₁ + δ(0, 1, …, 1) reaches √n (not √(n−1))."""
     delta = 1e-6
     a, b = sosd.a1_extremal_family(n, delta=delta)
     al, bl = np.abs(a).sum(), np.abs(b).sum()
     raw = np.linalg.norm(a / al - b / bl) * min(al, bl) / np.linalg.norm(a - b)
-    assert raw == pytest.approx(math.sqrt(n - 1) / (1 + n * delta), rel=1e-7)  # hand-derived
+    assert raw == pytest.approx(math.sqrt(n) / (1 + (n - 1) * delta), rel=1e-7)  # hand-derived
 
 
 def test_a1_fourth_root_bound_is_refuted_and_sqrt_verified():
     good = sosd.check_lemma_a1(n_trials=200)
     assert good.holds
-    # the family at n = 400 gives √399/(1 + 20) = 0.9512: the search reports it
-    assert good.residual == pytest.approx(math.sqrt(399) / 21, rel=1e-6)
-    assert "√38" in good.detail and f"{math.sqrt(38):.4f}" in good.detail
+    # proved: the reported worst ratio is the supremum 1; the family reaches √577/(1+√577)
+    assert good.residual == 1.0
+    assert f"{math.sqrt(577) / (1 + math.sqrt(577)):.6f} at n = 577" in good.detail
     bad = sosd.check_lemma_a1(n_trials=200, exponent=0.25)
     assert not bad.holds  # random sampling alone never saw this (issue 33: 0.52 at most)
-    # worst found: the family at n = 400, √399/(1 + 400^(1/4))
-    assert bad.residual == pytest.approx(math.sqrt(399) / (1 + 400**0.25), rel=1e-6)
+    # worst found: the family at n = 577 (the largest scanned), √577/(1 + 577^(1/4))
+    assert bad.residual == pytest.approx(math.sqrt(577) / (1 + 577**0.25), rel=1e-5)
 
 
 def test_a1_sampling_alone_would_miss_the_fourth_root():
@@ -64,9 +65,9 @@ def test_a1_sampling_alone_would_miss_the_fourth_root():
 
 def test_a4_and_a6_report_their_worst_cases(claim_run):
     a4 = claim_run("sosd_lemma_a4")
-    assert a4.holds and "degenerate-spectrum family" in a4.detail
-    # the family's worst is √(r−1)/(1+√r) at r = 23
-    assert f"{math.sqrt(22) / (1 + math.sqrt(23)):.4f}" in a4.detail
+    assert a4.holds and "extremal pair" in a4.detail
+    # the pair's worst scanned is √r/(1+√r) at r = 577 (issue 38), the supremum 1 is reported
+    assert f"{math.sqrt(577) / (1 + math.sqrt(577)):.6f} at r = 577" in a4.detail
     a6 = claim_run("sosd_lemma_a6_softmax_gap")
     assert a6.holds and 1 - 1e-6 < a6.residual <= 1 + 1e-9  # tight: e^g/(e^g + m − 1) → 1
 
@@ -191,6 +192,7 @@ def test_every_verdict_states_its_generality(name, claim_run):
     r = claim_run(name)
     assert r.generality.startswith((
         "not checkable", "adversarial search (worst case found, not a proof)",
+        "proved for all sizes",
         "symbolic in", "sampled (not a proof)", "fixed sizes",
         "one counterexample (a single instance refutes)",
         "reduction argued by hand, machine-checked at the sizes named")), (name, r.generality)
@@ -215,7 +217,7 @@ FAILING = {
     "c2_grad_norm_as_printed": "typo",
     "lemma41_as_printed": "typo",
     "lemma41_exact_sam": "substantive",
-    "sosd_lemma_a8_as_printed": "typo",
+    "sosd_lemma_a8_as_printed": "substantive",
     "sosd_thm45_hitting_times_as_printed": "substantive",
     "sosd_thm45_frobenius_condition_as_printed": "substantive",
     "sosd_thm45_value_gradient_bound": "substantive",
@@ -272,6 +274,24 @@ def test_planted_statements_flip_the_fast_claims():
     s = plant.summary(rows)
     assert s["applicable"] == len(FAST)
     assert s["flipped"] == len(FAST), s["not_flipped"]
+
+
+@pytest.mark.parametrize("flips", ["coef", "sign"])
+def test_a_claim_that_flips_under_one_kind_only_counts_as_flipped(monkeypatch, flips):
+    """A sign claim cannot flip by a coefficient: one kind flipping is enough (any, not all)."""
+    def fake_verdict(c, p, timeout=None):
+        if p is None:
+            return "verified", ("s",)
+        return ("refuted" if p.kind == flips else "verified"), ()
+
+    monkeypatch.setattr(plant, "_verdict", fake_verdict)
+    monkeypatch.setattr(plant, "load_all", lambda: None)
+    monkeypatch.setitem(plant.CLAIMS, "_tmp_one_kind", object())
+    (row,) = plant.plant_claims(["_tmp_one_kind"])
+    assert row.flipped is True and row.reason == ""
+    assert getattr(row, flips) == "refuted"
+    assert getattr(row, "sign" if flips == "coef" else "coef") == "verified"
+    assert plant.summary([row])["flipped"] == 1
 
 
 def test_plant_perturbs_exactly_one_site():

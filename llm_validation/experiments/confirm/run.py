@@ -40,17 +40,6 @@ def _say(msg: str, quiet: bool) -> None:
         print(msg, flush=True)
 
 
-def duration_line(est: dict) -> str:
-    """The estimated duration as ``confirm`` prints it before any work (and ``--dry-run``)."""
-    if not est["modelled"]:
-        return ("estimated duration: not modelled for this scale's models (GPU-sized; see the "
-                "scale's comment in llm_validation.experiments.confirm.design)")  # fmt: skip
-    return (
-        f"estimated duration: {est['wall'] / 60:.0f} min of wall time on {est['workers']} idle "
-        f"cores ({est['cpu'] / 60:.0f} CPU-min; a shared machine takes longer)"
-    )
-
-
 def _cpu_now() -> float:
     """CPU seconds of this process and its finished children (the workers), user + system."""
     t = os.times()
@@ -101,10 +90,6 @@ def run_confirmation(
     out = ensure_writable(out_dir, kind="dir", arg="out_dir")
     if reuse_from is not None:
         check_reuse_folder(reuse_from, out)  # before the corpus is written
-    from llm_validation.experiments.confirm.design import estimate_seconds
-
-    est = estimate_seconds(cfg)
-    _say(duration_line(est), quiet)
     t_start = time.perf_counter()
     c_start = _cpu_now()
     load_start = os.getloadavg()
@@ -336,7 +321,6 @@ def run_confirmation(
     # issue 36: the measured wall time and CPU time of this call (all processes), the load
     ds.attrs["wall_seconds_measured"] = time.perf_counter() - t_start
     ds.attrs["cpu_seconds_measured"] = _cpu_now() - c_start
-    ds.attrs["estimated_wall_seconds"] = est["wall"]
     ds.attrs["load"] = json.dumps({"start": load_start, "end": os.getloadavg()})
     ds.attrs["cpu_seconds"] = json.dumps(cpu)
     ds.attrs["job_cpu_seconds"] = json.dumps(job_cpu)
@@ -350,8 +334,7 @@ def run_confirmation(
         extra={"skipped_variants": skipped, "load": os.getloadavg(),
                "reused_from": str(reuse) if reuse else None,
                "wall_seconds_measured": ds.attrs["wall_seconds_measured"],
-               "cpu_seconds_measured": ds.attrs["cpu_seconds_measured"],
-               "estimated_wall_seconds": est["wall"]},
+               "cpu_seconds_measured": ds.attrs["cpu_seconds_measured"]},
     )  # fmt: skip
     write_netcdf(out / "results.nc", ds, meta=meta)
     text = report(ds)

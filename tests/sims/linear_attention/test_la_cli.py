@@ -27,6 +27,35 @@ def test_help_lists_subcommands_and_every_flag(capsys):
     assert "--quick" in out and "--recompute" in out and "default" in out
 
 
+@pytest.mark.parametrize("steps", ["1000", "60", "999983"])
+def test_steps_alone_never_fails_on_a_flag_the_user_did_not_set(steps, capsys):
+    """--paper-steps and --log-every defaults adapt to --steps; the run then gets as far as the
+    output check (an unwritable --out stops it before any work)."""
+    from sims.linear_attention.__main__ import _horizon_defaults, _train_parser
+    from sims.linear_attention.experiment import Figure1Config
+
+    assert _exit(["--steps", steps, "--out", "/proc/nope/x.nc"]) == 2
+    err = capsys.readouterr().err
+    assert "--paper-steps" not in err and "--log-every" not in err and "--out" in err, err
+    a = _train_parser().parse_args(["--steps", steps])
+    _horizon_defaults(a, Figure1Config())
+    n = int(steps)
+    assert a.paper_steps == min(10_001, n)
+    assert (n - 1) % a.log_every == 0 and (a.paper_steps - 1) % a.log_every == 0
+    assert a.log_every <= 50
+    # the default horizon keeps the default stride
+    b = _train_parser().parse_args([])
+    _horizon_defaults(b, Figure1Config())
+    assert (b.paper_steps, b.log_every) == (10_001, 50)
+
+
+def test_huge_steps_are_refused_on_steps(capsys):
+    assert _exit(["--steps", str(10**12)]) == 2
+    err = capsys.readouterr().err
+    assert "--steps 1000000000000" in err and "lower --steps" in err
+    assert "--log-every" not in err.split("; ")[0] and "must divide" not in err
+
+
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [(["--runs", "0"], "`--runs` must be an int >= 1; got 0"),

@@ -178,3 +178,83 @@ def test_each_run_gets_its_own_initialization_and_its_own_proxy_checkpoints():
     train = gd.ds.train_loss.sel(step=steps).values  # (R, K)
     np.testing.assert_allclose(losses.mean(axis=1), train, rtol=1e-10)
     assert np.ptp(train[:, -1]) > 1e-3  # the runs differ, so a run's checkpoints are its own
+
+
+# ----------------------------------------------------------------------------- interrupt, resume
+
+
+def test_an_interrupted_run_keeps_finished_methods_and_resumes_to_the_same_result(
+    ds, tmp_path, monkeypatch
+):
+    """Ctrl-C in one method: the finished ones stay on disk; the rerun trains only the rest.
+
+    The resumed result equals the uninterrupted run (``ds``) exactly.
+    """
+    from sims.linear_attention import experiment as E
+
+    real = E._train_method
+    trained = []
+
+    def interrupted(prep, name, *a, **k):
+        if name == "gd_upsample":  # after GD (the selection needs it), in GD's line
+            raise KeyboardInterrupt
+        trained.append(name)
+        return real(prep, name, *a, **k)
+
+    monkeypatch.setattr(E, "_train_method", interrupted)
+    store = tmp_path / "figure1.parts"
+    with pytest.raises(KeyboardInterrupt, match=r"methods kept in .*figure1\.parts"):
+        run_figure1(CFG, store=store)
+    kept = {p.stem for p in store.glob("*.pkl")}
+    assert "gd" in kept and "gd_upsample" not in kept and kept <= set(trained)
+    trained.clear()
+    monkeypatch.setattr(E, "_train_method", lambda prep, name, *a, **k: (
+        trained.append(name), real(prep, name, *a, **k))[1])
+    again = run_figure1(CFG, store=store)
+    assert not set(trained) & kept and "gd_upsample" in trained
+    for v in ds.data_vars:
+        np.testing.assert_array_equal(again[v].values, ds[v].values, err_msg=v)
+    # another configuration never reads these files
+    other = E._MethodStore(store, Figure1Config(**{**CFG.__dict__, "seed": CFG.seed + 1}))
+    assert other.get("gd") is None
+
+
+def test_ctrl_c_on_figure1_acts_within_seconds_while_a_training_thread_is_busy(tmp_path):
+    """A background training that would run 60 s more does not delay the exit (exit 130)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[3]
+    code = f"""
+import dataclasses, time
+from sims.runtime.cli import run_cli
+import sims.linear_attention.experiment as E
+from sims.linear_attention.products import ensure_figure1
+real = E._train_method
+def slow(prep, name, *a, **k):
+    if name == "sam":
+        time.sleep(60)  # stands for a long XLA call that ignores signals
+    return real(prep, name, *a, **k)
+E._train_method = slow
+cfg = E.Figure1Config(**{dict(CFG.__dict__)!r})
+run_cli(lambda argv: ensure_figure1({str(tmp_path)!r}, config=cfg) and 0, prog="fig1")
+"""
+    env = dict(os.environ, PYTHONPATH=str(repo), JAX_ENABLE_X64="1")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    gd = tmp_path / "linear_attention" / "figure1.parts" / "gd.pkl"
+    t0 = time.monotonic()
+    while not gd.exists() and time.monotonic() - t0 < 120 and proc.poll() is None:
+        time.sleep(0.1)
+    assert gd.exists(), proc.communicate()[1][-2000:] if proc.poll() is not None else ""
+    proc.send_signal(signal.SIGINT)
+    t1 = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - t1 < 5, err
+    assert proc.returncode == 130, err
+    assert "methods kept in" in err and "rerun the same command to resume" in err
+    assert gd.exists() and not (tmp_path / "linear_attention" / "figure1.nc").exists()

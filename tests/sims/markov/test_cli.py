@@ -22,6 +22,30 @@ def test_cli_ode_result_equals_the_library(tmp_path, capsys):
     assert ds.attrs["meta"]["config"]["m"] == 1.5
 
 
+def test_cli_ode_output_needs_no_decoding(tmp_path, capsys):
+    """No raw scipy status; without --out it says nothing was saved; --heads/--features name H
+    and h (the clashing --H/--h are gone)."""
+    from sims.markov.tensor_dynamics import FlowConfig, solve_flow
+
+    assert main(["ode", "--T", "6", "--t-max", "50", "--heads", "2", "--features", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "status=" not in text and "A termination event" not in text
+    assert "integrated to t = 50" in text
+    assert "nothing saved (give --out FILE.nc" in text
+    out = tmp_path / "o.nc"
+    assert main(["ode", "--T", "6", "--t-max", "50", "--heads", "2", "--features", "2",
+                 "--out", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    ref = solve_flow(FlowConfig(T=6, t_max=50.0, H=2, h=2)).ds
+    np.testing.assert_allclose(read_netcdf(out).C.values, ref.C.values, rtol=1e-10, atol=1e-12)
+    a = build_parser().parse_args(["ode", "--heads", "4", "--features", "2"])
+    assert (a.H, a.h) == (4, 2)
+    for old in ("--H", "--h"):
+        with pytest.raises(SystemExit) as exc:
+            build_parser().parse_args(["ode", old, "2"])
+        assert exc.value.code == 2
+
+
 def test_cli_train_quick_prints_and_saves_the_run(tmp_path, capsys):
     out = tmp_path / "r.nc"
     argv = ["train", "--scale", "quick", "--no-progress", "--steps", "3", "--lr", "0.05",
