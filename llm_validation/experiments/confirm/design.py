@@ -327,8 +327,10 @@ SCALES: dict[str, ConfirmConfig] = {
 # ----------------------------------------------------------------------------- cost model
 
 #: CPU seconds (one thread) of what issue 36's design adds to a measured run
-#: (:func:`llm_validation.experiments.confirm.estimate.design_extras`): a generated and scored
-#: answer (the issue's measurement: <= 0.02 s per item) and one example's loss at one
-#: log-spaced proxy recording (measured in issue 36's pilot: proxy runs of 82-84 CPU-s with
-#: 12 recordings of 1045 examples against 29 s without, on a loaded machine).
-COSTS = {"gen_item": 0.020, "lt_record": 0.0043}
+#: (:func:`llm_validation.experiments.confirm.estimate.design_extras`), both measured in issue
+#: 36's pilot (3,000 pre-training problems x 2 epochs, 2 seeds, on 2 cores at load 4-11): a
+#: fine-tuning + evaluation run cost 145-149 CPU-s at 99 steps against the committed run's ~85
+#: s with 1882 fewer generated answers (0.033 s per answer), and a proxy run 82-84 CPU-s with
+#: 12 log-spaced recordings of 1045 examples against 29 s without (0.0043 s per example and
+#: recording). Loaded-machine costs: the estimate errs long on idle cores.
+COSTS = {"gen_item": 0.033, "lt_record": 0.0043}
