@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 
 import numpy as np
 import pytest
@@ -32,6 +33,13 @@ try:  # JAX is an optional extra; configure it before any test imports it.
     jax.config.update("jax_platforms", "cpu")
 except ImportError:  # pragma: no cover - depends on the installed extras
     pass
+
+# Ctrl-C tests send SIGINT to the commands they start. A suite started in the background by a
+# non-interactive shell (`pytest ... &`) inherits SIGINT ignored, and so would every command it
+# starts (an ignored signal survives exec): those tests would then time out for a reason that is
+# not the code's. Restore the default so the children start as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Matplotlib must never try to open a window in tests.
 os.environ.setdefault("MPLBACKEND", "Agg")
