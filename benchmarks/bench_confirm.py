@@ -42,6 +42,27 @@ def estimate(ds, variants, seeds: int, workers: int) -> dict:
     return estimate_run(ds, variants, seeds, workers)
 
 
+def check_against_run(ds, workers: int) -> dict:
+    """The estimate of the run ``ds`` itself (its variants and seeds) beside what it measured.
+
+    A run records ``wall_seconds_measured`` and ``cpu_seconds_measured`` (issue 36). On a
+    shared machine the wall time is inflated by the load, so the comparison that holds there is
+    CPU against CPU; the wall-time check needs a run on idle cores.
+    """
+    variants = [str(v) for v in ds["variant"].values]
+    e = estimate(ds, variants, ds.sizes["seed"], workers)
+    wall = float(ds.attrs.get("wall_seconds_measured", float("nan")))
+    cpu = float(ds.attrs.get("cpu_seconds_measured", float("nan")))
+    return {
+        "estimate_wall": e["total"],
+        "estimate_cpu": e["cpu_total"],
+        "measured_wall": wall,
+        "measured_cpu": cpu,
+        "wall_ratio": e["total"] / wall if wall else float("nan"),
+        "cpu_ratio": e["cpu_total"] / cpu if cpu else float("nan"),
+    }
+
+
 def main(argv=None) -> int:
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", default=None, help="a finished confirmation run's folder")
@@ -90,6 +111,15 @@ def main(argv=None) -> int:
         runs = [f"{x:.0f} s ({int(n) if math.isfinite(n) else '?'} steps)"
                 for x, n in zip(c, s, strict=True)]  # fmt: skip
         print(f"  run {str(v):12s} " + ", ".join(runs))
+    if "wall_seconds_measured" in ds.attrs:
+        c = check_against_run(ds, args.workers)
+        ok = abs(c["cpu_ratio"] - 1) <= 0.15
+        print(f"this run: estimated {c['estimate_wall'] / 60:.1f} min wall / "
+              f"{c['estimate_cpu'] / 60:.1f} CPU-min on {args.workers} idle cores; measured "
+              f"{c['measured_wall'] / 60:.1f} min wall (load {ds.attrs.get('load', '?')}) / "
+              f"{c['measured_cpu'] / 60:.1f} CPU-min: CPU estimate/measured "
+              f"{c['cpu_ratio']:.2f} ({'within' if ok else 'outside'} 15 %), wall "
+              f"{c['wall_ratio']:.2f}")  # fmt: skip
     for label, variants in (("default", cfg.variants), ("--variants all", tuple(VARIANTS))):
         e = estimate(ds, variants, len(cfg.seeds), args.workers)
         ph = ", ".join(f"{k} {v / 60:.1f}" for k, v in e["phases"].items())

@@ -287,6 +287,79 @@ def paired_per_seed(pairs: dict, a: str, b: str, metric: str) -> list[float] | N
     return None
 
 
+_CHECK_KEYS = ("auc", "spearman_share_vs_time", "median_time_selected", "median_time_rest",
+               "mannwhitney_p", "spearman_p")  # fmt: skip
+
+
+def _design_numbers(ds, have) -> dict:
+    """Issue 36's numbers of a confirmation run with per-item verdicts.
+
+    Items per format, the key's largest gold-letter share (the best constant-letter baseline),
+    accuracy per format (all items, and per half: ``id`` = training templates, ``ood`` = held-out
+    templates; multiple choice also with values mapped to options), the paired intervals of
+    FT+UP against ft_matched and FT from resampling seeds and items beside the t-interval, the
+    selection check (per seed and its medians over seeds), the recordings before the median
+    half-drop (the smallest over seeds) and the measured time.
+    """
+    from llm_validation.data.records import BENCHMARKS
+    from llm_validation.experiments.confirm.analysis import constant_letter_chance
+    from llm_validation.experiments.confirm.report import accuracy_by_split, item_diffs
+
+    bench = ds["item_benchmark"].values
+    out: dict = {"items_per_format": {b: int((bench == b).sum()) for b in BENCHMARKS}}
+    gold = [g for g in ds["item_gold"].values if g]
+    if gold:
+        out["mmlu_gold_letter_share_max"] = _f(constant_letter_chance(gold))
+    per = {v: accuracy_by_split(ds, v) for v in [*have, "pt"]}
+    out["accuracy_per_format"] = {
+        v: {b: _f(a[b]["all"]) for b in BENCHMARKS} for v, a in per.items()
+    }
+    out["accuracy_per_format_split"] = {
+        v: {b: {"id": _f(a[b]["id"]), "ood": _f(a[b]["ood"])} for b in BENCHMARKS}
+        for v, a in per.items()
+    }
+    out["mmlu_accuracy_mapped"] = {
+        v: _f(accuracy_by_split(ds, v, mapped=True)["mmlu_math"]["all"]) for v in have
+    }
+    out["item_intervals"] = {}
+    for a, b in (("ft_up", "ft_matched"), ("ft_up", "ft"), ("ft_matched", "ft")):
+        if a in have and b in have:
+            d = item_diffs(ds, a, b)
+            out["item_intervals"][f"{a}-{b}"] = {
+                "mean": _f(d["mean"]),
+                "t_interval": [_f(x) for x in d["t_interval"]],
+                "bootstrap_interval": [_f(x) for x in d["bootstrap_interval"]],
+                "n_seeds": d["n_seeds"],
+                "n_items": d["n_items"],
+                "decides": "bootstrap",
+            }
+    checks = json.loads(ds.attrs.get("selection_check", "{}"))
+    if checks:
+
+        def med(key):
+            vals = [c[key] for c in checks.values() if c.get(key) is not None]
+            return _f(np.median(vals)) if vals else None
+
+        out["selection_check"] = {
+            "auc_selected_vs_learning_time": med("auc"),
+            "spearman_share_vs_learning_time": med("spearman_share_vs_time"),
+            "median_learning_time_selected": med("median_time_selected"),
+            "median_learning_time_rest": med("median_time_rest"),
+            "n_seeds": len(checks),
+            "summary": "medians over seeds",
+            "per_seed": {s_: {k: c[k] for k in _CHECK_KEYS} for s_, c in checks.items()},
+        }
+        out["recordings_before_median_half_drop"] = min(
+            c["recordings_before_median_half_drop"] for c in checks.values()
+        )
+    for k in ("wall_seconds_measured", "cpu_seconds_measured", "estimated_wall_seconds"):
+        if k in ds.attrs:
+            out[k] = _f(float(ds.attrs[k]))
+    if "load" in ds.attrs:
+        out["load"] = json.loads(ds.attrs["load"])
+    return out
+
+
 def confirm_numbers(ds) -> dict:
     """The confirmation's paired differences, entropies and hard cluster, from its aggregate.
 
@@ -343,6 +416,8 @@ def confirm_numbers(ds) -> dict:
         },
         "hard_composition": json.loads(ds.attrs.get("hard_composition", "{}")),
     }
+    if "item_correct" in ds and "item_benchmark" in ds.coords:
+        out.update(_design_numbers(ds, have))
     if "heldout_correct" in ds:
         out["worst_source_accuracy"] = {
             v: _f(np.nanmean(C._worst_source_accuracy(ds, v))) for v in have

@@ -8,8 +8,9 @@ What each stage measures, and against which target, is in its docstring and in
 0. ``preflight`` (<= 30 s, folded into the first command of every lease): versions, the GPU, a
    bf16 product, the carried wheels, the project importing on the image's packages; when it
    fails, the call's later stages are blocked with its reason.
-1. ``confirm``: the upsampling confirmation (FT, FT+UP, ``ft_matched``, random, easy; 3 seeds;
-   accuracy and held-out loss) with from-scratch models: nothing carried but the wheels.
+1. ``confirm``: the upsampling confirmation (issue 36's design: FT, FT+UP, ``ft_matched``; 10
+   fine-tuning seeds on one pre-trained base; accuracy per format and half, held-out loss, the
+   selection check) with from-scratch models: nothing carried but the wheels.
 2. ``confirm_smollm2``: the same with SmolLM2-135M-Instruct and LoRA from its carried GGUF.
 3. ``throughput``: the LLM pipeline's hot loops against issue 11's targets on a randomly
    initialised model of SmolLM2-135M's configuration; the SAM family's cost on the GPU; the
@@ -692,9 +693,12 @@ def smollm2_gguf(ctx: Context) -> Path:
     )
 
 
-#: The confirmation's conditions (issue 29's accuracy design): FT, FT+UP, FT for FT+UP's steps
-#: (``ft_matched``: "upsampling helps" apart from "training longer helps"), random and easy.
-CONFIRM_VARIANTS = ("ft", "ft_up", "ft_matched", "random", "easy")
+#: The confirmation's conditions (issue 36's design, as the ``cpu`` scale's): FT, FT+UP and FT
+#: for FT+UP's steps (``ft_matched``: "upsampling helps" apart from "training longer helps"),
+#: 10 fine-tuning seeds on one pre-trained base at the GPU sizes.
+CONFIRM_VARIANTS = ("ft", "ft_up", "ft_matched")
+#: Fine-tuning seeds of the GPU sizes (issue 36: >= 10).
+CONFIRM_SEEDS = tuple(range(10))
 #: The from-scratch GPU scale of :data:`llm_validation.experiments.confirm.SCALES`.
 GPU_SCRATCH_SCALE = "gpu-scratch"
 
@@ -710,7 +714,10 @@ def confirm_config(ctx: Context, model: str, spec: str | None = None):
     * ``gpu`` + ``scratch``: :mod:`llm_validation.experiments.confirm`'s ``gpu-scratch`` scale
       (from-scratch models sized for an H100, nothing carried).
     * ``toy`` / ``mini``: the ``quick`` scale (three seeds / one seed).
-    Variants: :data:`CONFIRM_VARIANTS` (``mini``: FT, FT+UP); 3 seeds (``mini``: one).
+    Variants: :data:`CONFIRM_VARIANTS` (``mini``: FT, FT+UP); at the ``gpu`` size issue 36's
+    design: :data:`CONFIRM_SEEDS` (10 fine-tuning seeds), 300 items per format, learning times
+    on a log-spaced schedule, the selection check and per-item results (``toy``: 3 seeds,
+    ``mini``: one). Not timed on a GPU: 30 fine-tuning runs where issue 29's took 15.
     """
     from llm_validation.experiments.confirm import SCALES
 
@@ -722,15 +729,16 @@ def confirm_config(ctx: Context, model: str, spec: str | None = None):
             target=spec,
             proxy=spec,
             n_train=2000,
-            n_test=100,
-            n_heldout=300,
+            n_test=300,
+            n_heldout=650,
+            heldout_acc_per_source=50,
             variants=five,
-            seeds=(0, 1, 2),
+            seeds=CONFIRM_SEEDS,
             workers=4,
         )
     if ctx.size == "gpu":
         return dataclasses.replace(
-            SCALES[GPU_SCRATCH_SCALE], name="campaign-scratch", variants=five, seeds=(0, 1, 2)
+            SCALES[GPU_SCRATCH_SCALE], name="campaign-scratch", variants=five, seeds=CONFIRM_SEEDS
         )
     if ctx.size == "toy":
         return dataclasses.replace(
@@ -899,7 +907,13 @@ def _run_and_summarize(ctx: Context, stage: str, cfg, figs: dict) -> dict:
                 m2, lo2, hi2 = paired_ci(np.asarray(held[a]) - np.asarray(held[b]))
                 d["heldout_loss"] = [m2, lo2, hi2]
             diffs[f"{a}-{b}"] = d
+    from llm_validation.experiments.confirm.report import item_diffs
+
+    for a, b in (("ft_up", "ft_matched"), ("ft_up", "ft")):  # issue 36: items resampled too
+        if f"{a}-{b}" in diffs and "item_correct" in ds:
+            diffs[f"{a}-{b}"]["accuracy_points_items"] = item_diffs(ds, a, b)
     figs["paired_differences"] = diffs
+    figs["selection_check"] = json.loads(ds.attrs.get("selection_check", "{}"))
     figs["seconds_this_call"] = float(ds.attrs.get("seconds_total_this_call", float("nan")))
     report = wd / cfg.name / "report.md"
     if report.is_file():
@@ -909,11 +923,11 @@ def _run_and_summarize(ctx: Context, stage: str, cfg, figs: dict) -> dict:
 
 
 def confirm(ctx: Context) -> dict:
-    """FT, FT+UP, FT for FT+UP's steps, random and easy upsampling, 3 seeds, from scratch.
+    """FT, FT+UP and FT for FT+UP's steps, 10 fine-tuning seeds, from scratch (issue 36).
 
     Needs nothing carried but the wheels: the models are built and pre-trained on the
     generated corpus within the stage (:func:`confirm_config`, ``scratch``), so the first
-    lease returns a 3-seed accuracy and held-out loss result even when the GGUF cannot be
+    lease returns a 10-seed accuracy and held-out loss result even when the GGUF cannot be
     carried. Runs :func:`llm_validation.experiments.confirm.run_confirmation`.
     """
     figs: dict[str, Any] = {"model": "scratch"}
@@ -1066,8 +1080,8 @@ STAGES = (
     ),
     StageSpec(
         "confirm",
-        "upsampling confirmation from scratch: FT, FT+UP, FT at FT+UP's steps, random, easy "
-        "x 3 seeds (accuracy and held-out loss); nothing carried but the wheels",
+        "upsampling confirmation from scratch: FT, FT+UP, FT at FT+UP's steps x 10 seeds "
+        "(accuracy and held-out loss); nothing carried but the wheels",
         510,
         "wheels (math-verify); nothing else: models pre-trained on the generated corpus here",
         "llm_validation.experiments.confirm's gpu-scratch scale (its sizing, not run): "

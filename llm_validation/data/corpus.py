@@ -17,23 +17,28 @@ downloads:
   the final answer of a fraction of examples by a wrong one (flagged ``corrupted``), a source of
   *irreducible* loss to tell "learned late" apart from "noisy".
 
-Held-out test sets (:func:`generate_benchmarks`) come in the six formats the evaluator reads:
-``gsm8k``, ``math`` and ``numglue`` from the training distribution (fresh instances), and
-``svamp`` (new word-problem templates with distractor numbers), ``deepmind`` (terse DeepMind-
-Mathematics phrasing: signed arithmetic, function evaluation, rounding, place value) and
-``mmlu_math`` (four-choice questions of types the training multiple-choice source lacks) as
-transfer sets, the analog of SVAMP/DeepMind/MMLU-Math. None of the DeepMind phrasings occurs in
-training (its signed sums read "Evaluate -12 - -7 + 5.", not the arithmetic source's
-"Calculate ...").
+Held-out test sets (:func:`generate_benchmarks`) come in the six formats the evaluator reads
+(``gsm8k``, ``math``, ``numglue``, ``svamp``, ``deepmind``, ``mmlu_math``). Issue 36: every
+format has an in-distribution half (``split: "id"``: training templates with fresh numbers) and
+a transfer half (``split: "ood"``): held-out phrasings of the training skills, SVAMP's new
+templates with distractor numbers, DeepMind-Mathematics phrasings ("Evaluate -12 - -7 + 5."),
+and four-choice questions of types the training multiple-choice source lacks. Multiple-choice
+options are shuffled (training and benchmark), so the gold letters are balanced. The three
+rarest sources draw two levels up (:attr:`Source.extra_levels`: more steps), so some sources
+are learned late for a reason, as in MathInstruct; the number spaces are wide enough that no
+source is used up at 36,000 pre-training problems of levels 1-2 (each source within ~10 % of
+its share).
 
 **Decontamination by construction.** No benchmark or held-out problem is a near-duplicate of a
-training or pre-training problem: a candidate whose numbers (the digit runs of its text, in
-order) equal those of any training or pre-training problem is drawn again. This excludes a name
-or item swap ("Ann has 3 boxes with 4 pencils" / "Ben has 3 boxes with 4 apples"), the same
-template with the same numbers, and the same numbers under another phrasing of the same task.
-:func:`contamination` measures it after the fact (0 near-duplicates) and reports the *template*
-overlap separately: ``gsm8k``, ``math``, ``numglue`` and the held-out split reuse the training
-templates with fresh numbers (in-distribution by design); the transfer sets do not.
+training or pre-training problem: a candidate whose numbers (the *multiset* of digit runs of
+its text, order-insensitive: a swapped pair is a duplicate) equal those of any training or
+pre-training problem is drawn again, and no two items of one benchmark share that key (no
+repeated problem). This excludes a name or item swap ("Ann has 3 boxes with 4 pencils" / "Ben
+has 4 boxes with 3 apples"), the same template with the same numbers in any order, and the
+same numbers under another phrasing. :func:`contamination` measures it after the fact (0
+near-duplicates) and reports the *template* overlap separately, for every format and for each
+half (``gsm8k/id``, ``gsm8k/ood``...): the ``id`` halves and the held-out split reuse the
+training templates (by design); the ``ood`` halves do not.
 
 Examples:
     >>> recs = generate_corpus(200, seed=0)
@@ -99,18 +104,23 @@ _ITEMS = [
 
 
 def number_key(text: str) -> tuple[str, ...]:
-    """The digit runs of ``text`` in order: two problems with the same key are near-duplicates.
+    """The multiset of digit runs of ``text``, sorted: problems with one key are near-duplicates.
 
-    Signs, decimal points and fraction bars are ignored, so the key is coarser than the
-    numbers themselves (a conservative exclusion).
+    Order-insensitive (issue 36): a problem with two of its numbers swapped ("gcd(b, a)" of a
+    training "gcd(a, b)", or a GSM problem whose factors trade places) has the key of the
+    original. Signs, decimal points and fraction bars are ignored, so the key is coarser than
+    the numbers themselves (a conservative exclusion); the template is not part of the key, so
+    the same numbers under another phrasing of any task are excluded too.
 
     Examples:
         >>> number_key("Ann has 3 boxes with 12 pencils in each box.")
-        ('3', '12')
-        >>> number_key("Evaluate -4 - 2.5.") == number_key("Calculate 4 - 2 + 5.")
+        ('12', '3')
+        >>> number_key("gcd(12, 18)") == number_key("gcd(18, 12)")
+        True
+        >>> number_key("Evaluate -4 - 2.5.") == number_key("Calculate 5 - 2 + 4.")
         True
     """
-    return tuple(re.findall(r"\d+", text))
+    return tuple(sorted(re.findall(r"\d+", text)))
 
 
 def _near_keys(text: str) -> set[tuple[str, ...]]:
@@ -216,9 +226,9 @@ def gen_arith(rng, level):
 
 def gen_gsm(rng, level):
     name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
-    a, b = rng.randint(3, 20), rng.randint(2, 9)
+    a, b = rng.randint(3, 60), rng.randint(2, 19)
     total = a * b
-    c, d, k = rng.randint(1, max(1, min(15, total - 4))), rng.randint(2, 12), rng.choice([2, 3, 4])
+    c, d, k = rng.randint(1, max(1, min(40, total - 4))), rng.randint(2, 20), rng.choice([2, 3, 4])
     q = f"{name} has {a} boxes with {b} {item}s in each box."
     steps = [f"{name} starts with {a}*{b} = <<{a}*{b}={total}>>{total} {item}s."]
     if level >= 2:
@@ -248,9 +258,9 @@ def gen_gsm(rng, level):
 
 
 def gen_linear(rng, level):
-    x = rng.randint(-12, 12) if level >= 2 else rng.randint(1, 12)
-    a = rng.randint(2, 5 + 3 * level)
-    b = rng.randint(-30, 30) if level >= 2 else rng.randint(1, 30)
+    x = rng.randint(-40, 40) if level >= 2 else rng.randint(1, 40)
+    a = rng.randint(2, 9 + 6 * level)
+    b = rng.randint(-99, 99) if level >= 2 else rng.randint(1, 99)
     if level >= 4:  # fractional solution
         den = rng.randint(2, 9)
         num = rng.randint(1, 20)
@@ -279,7 +289,7 @@ def gen_linear(rng, level):
 
 
 def gen_fractions(rng, level):
-    dmax = 4 + 3 * level
+    dmax = 9 + 9 * level
     p, q = (
         Fraction(rng.randint(1, dmax), rng.randint(2, dmax)),
         Fraction(rng.randint(1, dmax), rng.randint(2, dmax)),
@@ -304,9 +314,12 @@ def gen_fractions(rng, level):
     return Problem(question, steps, res, _latex(res))
 
 
+_PERCENTS = [1, 2, 4, 5, 6, 8, 10, 12, 15, 16, 20, 24, 25, 30, 35, 40, 45, 50, 60, 75, 80]
+
+
 def gen_percent(rng, level):
-    pct = rng.choice([5, 10, 12, 15, 20, 25, 30, 40, 50, 75])
-    n = rng.randint(2, 40) * 20
+    pct = rng.choice(_PERCENTS)
+    n = rng.randint(2, 400) * 5
     part = Fraction(pct * n, 100)
     if level == 1:
         return Problem(
@@ -353,7 +366,7 @@ def gen_percent(rng, level):
 
 
 def gen_modular(rng, level):
-    n, m = _digits(rng, level + 1), rng.randint(3, 6 + 3 * level)
+    n, m = _digits(rng, level + 2), rng.randint(3, 9 + 6 * level)
     q, r = divmod(n, m)
     return Problem(
         f"What is the remainder when {n} is divided by {m}?",
@@ -372,13 +385,17 @@ _UNITS = [
     ("liters", "milliliters", 1000),
     ("feet", "inches", 12),
     ("days", "hours", 24),
+    ("weeks", "days", 7),
+    ("yards", "feet", 3),
+    ("dollars", "cents", 100),
+    ("tons", "kilograms", 1000),
 ]
 
 
 def gen_units(rng, level):
     big, small, f = rng.choice(_UNITS)
     if level == 1:
-        x = rng.randint(2, 30)
+        x = rng.randint(2, 300)
         v = x * f
         return Problem(
             f"How many {small} are in {x} {big}?",
@@ -387,7 +404,7 @@ def gen_units(rng, level):
             str(v),
         )
     if level == 2:
-        v = rng.randint(2, 40) * f
+        v = rng.randint(2, 900) * f
         x = Fraction(v, f)
         return Problem(
             f"Convert {v} {small} to {big}.",
@@ -414,7 +431,7 @@ def gen_units(rng, level):
 
 
 def gen_sequence(rng, level):
-    a, d = rng.randint(-10, 20), rng.randint(2, 9)
+    a, d = rng.randint(-50, 99), rng.randint(2, 19)
     if level == 1:
         seq = [a + i * d for i in range(4)]
         nxt = a + 4 * d
@@ -425,7 +442,7 @@ def gen_sequence(rng, level):
             str(nxt),
         )
     if level == 2:
-        n = rng.randint(8, 40)
+        n = rng.randint(8, 99)
         v = a + (n - 1) * d
         return Problem(
             f"The first term of an arithmetic sequence is {a} and the common difference "
@@ -435,7 +452,7 @@ def gen_sequence(rng, level):
             str(v),
         )
     if level == 3:
-        g, r = rng.randint(1, 5), rng.randint(2, 3)
+        g, r = rng.randint(1, 300), rng.randint(2, 5)
         seq = [g * r**i for i in range(4)]
         nxt = g * r**4
         return Problem(
@@ -456,9 +473,9 @@ def gen_sequence(rng, level):
 
 
 def gen_counting(rng, level):
-    k = rng.randint(2, 9)
+    k = rng.randint(2, 19)
     if level <= 2:
-        n = rng.randint(20, 100 * level)
+        n = rng.randint(20, 500 * level)
         v = n // k
         return Problem(
             f"How many multiples of {k} are there from 1 to {n}?",
@@ -478,7 +495,7 @@ def gen_counting(rng, level):
             Fraction(v),
             str(v),
         )
-    m = rng.choice([x for x in range(2, 10) if x != k])
+    m = rng.choice([x for x in range(2, 20) if x != k])
     n = rng.randint(50, 300)
     import math
 
@@ -496,8 +513,16 @@ def gen_counting(rng, level):
 
 
 def gen_rate(rng, level):
-    speed, t = rng.randint(3, 20) * 5, rng.randint(1, 6 + level)
-    if level <= 2:
+    speed, t = rng.randint(20, 250), rng.randint(1, 12 + level)
+    if level == 2:
+        dist = speed * t
+        return Problem(
+            f"A runner covers {speed} meters per minute for {t} minutes. How many meters is that?",
+            [f"Distance = speed * time = {speed} * {t} = {dist}."],
+            Fraction(dist),
+            str(dist),
+        )
+    if level == 1:
         dist = speed * t
         return Problem(
             f"A car travels at {speed} km per hour for {t} hours. How far does it go in km?",
@@ -531,8 +556,8 @@ def gen_rate(rng, level):
 def gen_gcd(rng, level):
     import math
 
-    g = rng.randint(2, 6 * level)
-    a, b = g * rng.randint(2, 10 * level), g * rng.randint(2, 10 * level)
+    g = rng.randint(2, 12 * level)
+    a, b = g * rng.randint(2, 20 * level), g * rng.randint(2, 20 * level)
     if level <= 2:
         v = math.gcd(a, b)
         return Problem(
@@ -589,6 +614,7 @@ def gen_mcq(rng, level):
         delta = rng.choice([-3, -2, -1, 1, 2, 3]) * max(1, abs(int(ans)) // 10 or 1)
         opts.add(ans + delta)
     opts = sorted(opts)
+    rng.shuffle(opts)  # issue 36: the gold letter uniform over A-E, not the sorted position
     letter = "ABCDE"[opts.index(ans)]
     choices = " ".join(f"({L}) {fmt_number(o)}" for L, o in zip("ABCDE", opts, strict=True))
     return Problem(
@@ -601,12 +627,23 @@ def gen_mcq(rng, level):
 
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """One corpus source: name (MathInstruct-like path), weight, style, generator."""
+    """One corpus source: name (MathInstruct-like path), weight, style, generator.
+
+    ``extra_levels``: the source draws ``min(4, level + extra_levels)`` for a corpus level
+    (issue 36: sources learned late *for a reason*, as in MathInstruct: the three rarest
+    sources, sequences, counting and GCD/LCM, are drawn two levels up, i.e. with more steps:
+    sums of sequences, inclusion-exclusion, LCM via the GCD).
+    """
 
     name: str
     weight: float
     style: str
     generate: Callable[[random.Random, int], Problem]
+    extra_levels: int = 0
+
+    def level(self, level: int) -> int:
+        """The level this source draws for corpus level ``level``."""
+        return min(LEVELS[-1], level + self.extra_levels)
 
 
 #: The 13 sources with imbalanced weights (largest ~30x the smallest, as in MathInstruct).
@@ -618,12 +655,12 @@ SOURCES: tuple[Source, ...] = (
     Source("data/CoT/fractions.json", 0.08, "boxed", gen_fractions),
     Source("data/CoT/percentages.json", 0.07, "cot", gen_percent),
     Source("data/CoT/multiple_choice.json", 0.06, "cot", gen_mcq),
-    Source("data/CoT/sequences.json", 0.05, "cot", gen_sequence),
+    Source("data/CoT/sequences.json", 0.05, "cot", gen_sequence, extra_levels=2),
     Source("data/CoT/unit_conversion.json", 0.05, "cot", gen_units),
     Source("data/CoT/modular.json", 0.04, "cot", gen_modular),
     Source("data/CoT/rates.json", 0.04, "cot", gen_rate),
-    Source("data/CoT/counting.json", 0.027, "cot", gen_counting),
-    Source("data/CoT/gcd_lcm.json", 0.013, "boxed", gen_gcd),
+    Source("data/CoT/counting.json", 0.027, "cot", gen_counting, extra_levels=2),
+    Source("data/CoT/gcd_lcm.json", 0.013, "boxed", gen_gcd, extra_levels=2),
 )
 
 _RENDER = {"cot": _cot, "gsm": _gsm, "boxed": _boxed, "code": lambda p: "\n".join(p.steps)}
@@ -698,7 +735,7 @@ def generate_corpus(
         if tries > 50 * n + 1000:
             raise ValueError(f"could not generate {n} distinct problems (space exhausted).")
         src = rng.choices(sources, weights)[0]
-        level = levels[rng.randint(1, len(levels)) - 1]  # = randint(1, 4) for all four
+        level = src.level(levels[rng.randint(1, len(levels)) - 1])  # randint(1, 4) for all 4
         prob = src.generate(rng, level)
         if prob.question in seen or _near_keys(prob.question) & banned:
             continue
@@ -726,7 +763,7 @@ def generate_corpus(
 
 def _svamp(rng):
     name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
-    a, b, c = rng.randint(5, 60), rng.randint(2, 30), rng.randint(2, 20)
+    a, b, c = rng.randint(5, 200), rng.randint(2, 99), rng.randint(2, 60)
     kind = rng.randrange(4)
     if kind == 0:
         body = f"{name} had {a} {item}s. {name} found {c} more {item}s and lost {b} {item}s."
@@ -744,17 +781,24 @@ def _svamp(rng):
     return body, "How many pages are left to read?", c
 
 
+def _svamp_id(rng, level):
+    """SVAMP's layout (body, question) around a training GSM problem (in-distribution)."""
+    p = gen_gsm(rng, level)
+    body, _, question = p.question.rpartition(". ")
+    return body + ".", question, p.answer
+
+
 def _deepmind(rng):
     kind = rng.randrange(5)
     if kind == 0:  # DeepMind's add_sub phrasing; training's arithmetic says "Calculate"
-        a, b, c = rng.randint(-50, 50), rng.randint(-50, 50), rng.randint(-50, 50)
+        a, b, c = rng.randint(-99, 99), rng.randint(-99, 99), rng.randint(-99, 99)
         return f"Evaluate {a} - {b} + {c}.", a - b + c
     if kind == 1:
-        m, k = rng.randint(2, 9), rng.randint(-9, 9)
-        x = rng.randint(-6, 6)
+        m, k = rng.randint(2, 19), rng.randint(-30, 30)
+        x = rng.randint(-12, 12)
         return f"Let f(x) = {m}*x + {k}. What is f({x})?", m * x + k
     if kind == 2:
-        a, b = rng.randint(2, 12), rng.randint(-12, 12)
+        a, b = rng.randint(2, 30), rng.randint(-40, 40)
         return f"What is ({a * b}) divided by {a}?", b
     if kind == 3:
         v = Fraction(rng.randint(1000, 99999), 1000)
@@ -764,28 +808,10 @@ def _deepmind(rng):
     return f"What is the tens digit of {n}?", (n // 10) % 10
 
 
-def _mmlu(rng):
-    import math
-
-    kind = rng.randrange(3)
-    if kind == 0:
-        a, b = rng.randint(10, 90), rng.randint(10, 90)
-        q, ans = f"What is the greatest common factor of {a} and {b}?", math.gcd(a, b)
-    elif kind == 1:
-        a, d, n = rng.randint(1, 9), rng.randint(2, 7), rng.randint(5, 15)
-        q, ans = (
-            f"In an arithmetic sequence with first term {a} and difference {d}, what is term {n}?",
-            a + (n - 1) * d,
-        )
-    else:
-        x = rng.randint(-9, 9)
-        a, b = rng.randint(2, 9), rng.randint(-20, 20)
-        q, ans = f"If {a}x + {b} = {a * x + b}, what is x?", x
-    opts = {ans}
-    while len(opts) < 4:
-        opts.add(ans + rng.choice([-3, -2, -1, 1, 2, 3, 5]))
-    opts = sorted(opts)
-    return q, [str(o) for o in opts], opts.index(ans)
+def _deepmind_id(rng, level):
+    """Training phrasings of DeepMind's tasks: arithmetic ("Calculate ...") and remainders."""
+    p = rng.choice([gen_arith, gen_modular])(rng, level)
+    return p.question, p.answer
 
 
 def _mmlu_text(item) -> str:
@@ -796,56 +822,203 @@ def _mmlu_text(item) -> str:
     )
 
 
+def _with_options(rng, q: str, ans, n_options: int = 4):
+    """``(q, choices, gold index)``: ``ans`` and distinct distractors in shuffled positions."""
+    step = max(1, abs(int(ans)) // 10)
+    opts = {ans}
+    while len(opts) < n_options:
+        opts.add(ans + rng.choice([-3, -2, -1, 1, 2, 3, 5]) * step)
+    opts = sorted(opts)
+    rng.shuffle(opts)  # issue 36: gold letters balanced, not the sorted position
+    return q, [fmt_number(o) for o in opts], opts.index(ans)
+
+
+def _mmlu(rng):
+    """Four-choice questions of types the training multiple-choice source lacks (transfer)."""
+    import math
+
+    kind = rng.randrange(3)
+    if kind == 0:
+        a, b = rng.randint(10, 300), rng.randint(10, 300)
+        q, ans = f"What is the greatest common factor of {a} and {b}?", math.gcd(a, b)
+    elif kind == 1:
+        a, d, n = rng.randint(1, 30), rng.randint(2, 15), rng.randint(5, 40)
+        q, ans = (
+            f"In an arithmetic sequence with first term {a} and difference {d}, what is term {n}?",
+            a + (n - 1) * d,
+        )
+    else:
+        x = rng.randint(-30, 30)
+        a, b = rng.randint(2, 19), rng.randint(-60, 60)
+        q, ans = f"If {a}x + {b} = {a * x + b}, what is x?", x
+    return _with_options(rng, q, Fraction(ans))
+
+
+def _mmlu_id(rng, level):
+    """Four-choice versions of the training multiple-choice source's types (in-distribution)."""
+    base = rng.choice([gen_rate, gen_units, gen_percent])(rng, min(level, 3))
+    return _with_options(rng, base.question, base.answer)
+
+
+# Held-out templates (issue 36): the same skills as training in phrasings no training problem
+# uses, so each format measures transfer beside its in-distribution half.
+
+
+def _gsm_ood(rng, level):
+    name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
+    a, b = rng.randint(3, 60), rng.randint(2, 19)
+    total = a * b
+    q = f"A shop packs {b} {item}s into each of {a} crates."
+    steps = [f"The crates hold {a}*{b} = <<{a}*{b}={total}>>{total} {item}s."]
+    if level >= 2:
+        c = rng.randint(1, max(1, min(40, total - 4)))
+        q += f" {name} buys {c} of the {item}s."
+        steps.append(f"{total}-{c} = <<{total}-{c}={total - c}>>{total - c} are left.")
+        total -= c
+    return Problem(q + f" How many {item}s are left in the shop?", steps, Fraction(total),
+                   str(total))  # fmt: skip
+
+
+def _math_ood(rng, level):
+    import math
+
+    kind = rng.randrange(3)
+    if kind == 0:
+        p = gen_linear(rng, min(level, 2))
+        a, b, c = re.findall(r"-?\d+", p.question)[:3]
+        q = f"What value of $x$ satisfies ${c} = {a}x + {b}$?"
+        return Problem(q, p.steps, p.answer, p.shown)
+    if kind == 1:
+        dmax = 9 + 9 * level
+        x = Fraction(rng.randint(1, dmax), rng.randint(2, dmax))
+        y = Fraction(rng.randint(1, dmax), rng.randint(2, dmax))
+        res = x + y
+        q = f"Find the sum of ${_latex(x)}$ and ${_latex(y)}$ in lowest terms."
+        return Problem(q, [], res, _latex(res))
+    g = rng.randint(2, 12 * level)
+    a, b = g * rng.randint(2, 20 * level), g * rng.randint(2, 20 * level)
+    v = math.gcd(a, b)
+    q = f"What is the largest integer that divides both {a} and {b}?"
+    return Problem(q, [], Fraction(v), str(v))
+
+
+def _numglue_ood(rng, level):
+    kind = rng.randrange(4)
+    if kind == 0:
+        pct, n = rng.choice(_PERCENTS), rng.randint(2, 200) * 5
+        v = Fraction(pct * n, 100)
+        return Problem(f"Find {pct} percent of {n}.", [], v, fmt_number(v))
+    if kind == 1:
+        big, small, f = rng.choice(_UNITS)
+        x = rng.randint(2, 300)
+        return Problem(f"{x} {big} equals how many {small}?", [], Fraction(x * f), str(x * f))
+    if kind == 2:
+        speed, t = rng.randint(3, 40) * 5, rng.randint(1, 14)
+        return Problem(
+            f"A train moves at {speed} km/h. How many km does it cover in {t} hours?", [],
+            Fraction(speed * t), str(speed * t),
+        )  # fmt: skip
+    a, b, c = _digits(rng, level + 1), _digits(rng, level + 1), _digits(rng, level + 1)
+    v = a + b - c
+    return Problem(f"What is {a} plus {b} minus {c}?", [], Fraction(v), str(v))
+
+
+#: The kinds of items of every benchmark (issue 36): ``id`` reuses training templates with
+#: fresh numbers; ``ood`` tests a transfer (held-out templates and phrasings).
+SPLITS = ("id", "ood")
+
+
 def generate_benchmarks(
     n: int, *, seed: int = 1, exclude: set[str] | None = None, levels: Sequence[int] = LEVELS
 ) -> dict[str, list[dict]]:
     """Held-out test sets in the six MAmmoTH formats (``n`` problems each).
 
-    ``levels``: the difficulty levels of the in-distribution sets (as the training corpus's).
+    Every format has an in-distribution half (``split: "id"``, the first ``n // 2`` items:
+    training templates with fresh numbers) and a transfer half (``split: "ood"``): held-out
+    phrasings of the training skills (``gsm8k``, ``math``, ``numglue``), SVAMP's new templates
+    with distractor numbers, DeepMind-Mathematics phrasings, and four-choice questions of types
+    the training multiple-choice source lacks (``mmlu_math``, gold letters in shuffled
+    positions). ``levels``: the difficulty levels of the in-distribution items (as the training
+    corpus's; each source's :meth:`Source.level` applies).
 
-    ``gsm8k``/``math``/``numglue`` are fresh instances of training sources; ``svamp``,
-    ``deepmind`` and ``mmlu_math`` are templates and formats absent from training (transfer).
-    No question equals an instruction in ``exclude`` or shares its :func:`number_key` with one
-    (no near-duplicate: see the module docstring).
+    No question equals an instruction in ``exclude`` or shares its order-insensitive
+    :func:`number_key` with one, and no two questions of one benchmark share a key (no
+    repeated problem; module docstring).
     """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"`n` must be an int >= 2 (an id and an ood half); got {n!r}.")
     rng = random.Random(seed)
     seen = set(exclude or ())
-    banned = {k for q in exclude or () for k in _near_keys(q)}
+    ref_banned = {k for q in exclude or () for k in _near_keys(q)}
+    by_gen = {s.generate: s for s in SOURCES}
 
-    def fresh(make, text=lambda item: item[0]):
-        """A problem not in ``seen`` whose text (as the model reads it) is not banned."""
-        for _ in range(1000):
-            item = make()
-            t = text(item)
-            if t not in seen and not _near_keys(t) & banned:
-                seen.add(t)
-                return item
-        raise ValueError("could not draw a fresh test problem (space exhausted).")
+    def draw(make, text, count, banned):
+        """``count`` problems not in ``seen`` whose key is not in ``banned`` (then added)."""
+        out = []
+        for _ in range(count):
+            for _ in range(2000):
+                item = make()
+                t = text(item)
+                keys = _near_keys(t)
+                if t not in seen and not keys & banned:
+                    seen.add(t)
+                    banned |= keys
+                    out.append(item)
+                    break
+            else:
+                raise ValueError(
+                    f"could not draw {count} distinct fresh test problems (space exhausted after "
+                    f"{len(out)}); lower `n_test`."
+                )
+        return out
 
     levels = _check_levels(levels)
 
-    def level():
-        return levels[rng.randint(1, len(levels)) - 1]
+    def level(gen=None):
+        lv = levels[rng.randint(1, len(levels)) - 1]
+        return by_gen[gen].level(lv) if gen in by_gen else lv
+
+    def of(gens):
+        def make():
+            g = rng.choice(gens)
+            return g(rng, level(g))
+
+        return make
 
     def question(p):
         return p.question
 
-    gsm = [fresh(lambda: gen_gsm(rng, level()), question) for _ in range(n)]
-    math_srcs = [gen_linear, gen_fractions, gen_gcd]
-    mth = [fresh(lambda: rng.choice(math_srcs)(rng, level()), question) for _ in range(n)]
-    ng_srcs = [gen_percent, gen_units, gen_rate, gen_arith]
-    ng = [fresh(lambda: rng.choice(ng_srcs)(rng, level()), question) for _ in range(n)]
-    sv = [fresh(lambda: _svamp(rng), lambda it: f"{it[0]} {it[1]}") for _ in range(n)]
-    dm = [fresh(lambda: _deepmind(rng)) for _ in range(n)]
-    mm = [fresh(lambda: _mmlu(rng), _mmlu_text) for _ in range(n)]
+    def svamp_text(it):
+        return f"{it[0]} {it[1]}"
+
+    n_id, n_ood = n // 2, n - n // 2
+
+    def both(make_id, make_ood, text):
+        banned = set(ref_banned)  # one benchmark: no two of its items share a key
+        return draw(make_id, text, n_id, banned) + draw(make_ood, text, n_ood, banned)
+
+    gsm = both(of([gen_gsm]), lambda: _gsm_ood(rng, level()), question)
+    mth = both(of([gen_linear, gen_fractions, gen_gcd]), lambda: _math_ood(rng, level()), question)
+    ng = both(of([gen_percent, gen_units, gen_rate, gen_arith]),
+              lambda: _numglue_ood(rng, level()), question)  # fmt: skip
+    sv = both(lambda: _svamp_id(rng, level(gen_gsm)), lambda: _svamp(rng), svamp_text)
+    dm = both(lambda: _deepmind_id(rng, level()), lambda: _deepmind(rng), lambda it: it[0])
+    mm = both(lambda: _mmlu_id(rng, level()), lambda: _mmlu(rng), _mmlu_text)
+    split = [SPLITS[0]] * n_id + [SPLITS[1]] * n_ood
     return {
-        "gsm8k": [{"question": p.question, "answer": _gsm(p)} for p in gsm],
-        "math": [{"question": p.question, "answer": [p.shown, float(p.answer)]} for p in mth],
-        "numglue": [{"question": p.question, "answer": fmt_number(p.answer)} for p in ng],
-        "svamp": [{"Body": b, "Question": q, "Answer": float(a)} for b, q, a in sv],
-        "deepmind": [{"question": q, "answer": fmt_number(a)} for q, a in dm],
-        "mmlu_math": [{"question": q, "choices": c, "answer": i} for q, c, i in mm],
-    }
+        "gsm8k": [{"question": p.question, "answer": _gsm(p), "split": s}
+                  for p, s in zip(gsm, split, strict=True)],
+        "math": [{"question": p.question, "answer": [p.shown, float(p.answer)], "split": s}
+                 for p, s in zip(mth, split, strict=True)],
+        "numglue": [{"question": p.question, "answer": fmt_number(p.answer), "split": s}
+                    for p, s in zip(ng, split, strict=True)],
+        "svamp": [{"Body": b, "Question": q, "Answer": float(a), "split": s}
+                  for (b, q, a), s in zip(sv, split, strict=True)],
+        "deepmind": [{"question": q, "answer": fmt_number(a), "split": s}
+                     for (q, a), s in zip(dm, split, strict=True)],
+        "mmlu_math": [{"question": q, "choices": c, "answer": i, "split": s}
+                      for (q, c, i), s in zip(mm, split, strict=True)],
+    }  # fmt: skip
 
 
 def _shown(name: str, rec: dict) -> str:
@@ -904,7 +1077,9 @@ def write_corpus(
     The pre-training split, the training file, the held-out split and the benchmarks are
     disjoint by instruction, and no benchmark or held-out problem is a near-duplicate of a
     training or pre-training problem (module docstring). The held-out split is drawn from the
-    training distribution (same sources, weights and ``levels``) but is always clean
+    training sources and ``levels``, the same number from each source (``n_heldout / 13``,
+    so the rare, late-learned sources are measured on as many problems as the common ones;
+    issue 36), and is always clean
     (``noise_rate`` 0): its solutions' loss under a fine-tuned model is a low-variance,
     continuous measure of what was learned, per source. ``contamination.json`` records
     :func:`contamination` of every benchmark and the held-out split against training +
@@ -929,13 +1104,15 @@ def write_corpus(
     benches = generate_benchmarks(n_test, seed=seed + 20_000, exclude=set(reference), levels=levels)
     shown = {name: [_shown(name, r) for r in recs] for name, recs in benches.items()}
     used = set(reference) | {q for qs in shown.values() for q in qs}
-    held = (
-        generate_corpus(
-            n_heldout, seed=seed + 30_000, exclude=used, near_exclude=reference, levels=levels
-        )
-        if n_heldout
-        else []
-    )
+    held = []
+    for i, src in enumerate(SOURCES):  # the same count per source (issue 36: >= 50 each)
+        n_src = n_heldout // len(SOURCES) + (i < n_heldout % len(SOURCES))
+        if n_src:
+            held += generate_corpus(
+                n_src, seed=seed + 30_000 + i, sources=(src,), exclude=used,
+                near_exclude=reference, levels=levels,
+            )  # fmt: skip
+            used |= {r["instruction"] for r in held}
     paths: dict[str, Path | None] = {
         "train": folder / "MathInstruct.json",
         "pretrain": None,
@@ -962,6 +1139,9 @@ def write_corpus(
         dump(folder / "dataset" / BENCHMARK_FILES[name], recs, jsonl=name == "gsm8k")
     if held:
         shown["heldout"] = [r["instruction"] for r in held]
+    for name, recs in benches.items():  # each half apart (templates: none in the ood halves)
+        for split in SPLITS:
+            shown[f"{name}/{split}"] = [_shown(name, r) for r in recs if r.get("split") == split]
     report = contamination(shown, reference)
     report["reference"] = {"train": len(train), "pretrain": len(pre)}
     dump(paths["contamination"], report)

@@ -25,7 +25,14 @@ from pathlib import Path
 import numpy as np
 
 from llm_validation.data.records import BENCHMARKS, Benchmark, format_prompt
-from llm_validation.evaluate.scoring import extract_answer, is_correct, is_program, program_outputs
+from llm_validation.evaluate.scoring import (
+    choice_of_value,
+    extract_answer,
+    is_correct,
+    is_program,
+    parse_choices,
+    program_outputs,
+)
 
 __all__ = ["generate", "evaluate_benchmarks", "accuracy_table", "GenerationStats", "cut_at_stop"]
 
@@ -147,7 +154,10 @@ def evaluate_benchmarks(
     Returns:
         ``{name: {"accuracy", "correct", "n", "no_answer", "programs", "programs_correct",
         "programs_correct_text", "execute"}}``: the counts of completions that are programs,
-        of those scored correct (as scored), and of those correct on their text alone.
+        of those scored correct (as scored), and of those correct on their text alone;
+        ``mmlu_math`` adds ``correct_mapped``, the count correct when a stated value is mapped
+        to its option (:func:`~llm_validation.evaluate.scoring.choice_of_value`). Each row of
+        ``<name>.jsonl`` holds the item's verdict (``correct``; per-item results).
     """
     from llm_validation.data.records import write_jsonl
     from sims.runtime.io import read_json, write_json
@@ -179,6 +189,13 @@ def evaluate_benchmarks(
                          "program_output": printed[i] if printed else None,
                          "prediction": pred, "correct": ok,
                          "prediction_text": text_pred, "correct_text": text_ok})  # fmt: skip
+            if name == "mmlu_math":  # issue 36: a stated value mapped to its option, too
+                shown = printed[i] if execute and prog else comp
+                if execute and prog:
+                    shown = "The answer is " + (shown or "").strip("\n")
+                mapped = choice_of_value(shown, parse_choices(it.question))
+                rows[-1]["prediction_mapped"] = mapped
+                rows[-1]["correct_mapped"] = is_correct(name, mapped, it.answer)
         write_jsonl(out / f"{name}.jsonl", rows)
         progs = [r for r in rows if r["program"]]
         correct = sum(r["correct"] for r in rows)
@@ -188,6 +205,8 @@ def evaluate_benchmarks(
                         "programs_correct": sum(r["correct"] for r in progs),
                         "programs_correct_text": sum(r["correct_text"] for r in progs),
                         "execute": execute}  # fmt: skip
+        if name == "mmlu_math":
+            scores[name]["correct_mapped"] = sum(r["correct_mapped"] for r in rows)
         write_json(scores_path, {"scores": scores, "generation": stats.as_dict()},
                    meta=dict(meta or {}))  # fmt: skip
     return scores

@@ -47,7 +47,9 @@ uses (Section 6, "Consistent with Yue et al. (2023)").
    standing alone in capitals. A lowercase letter counts only in parentheses, as the whole
    completion, or stated (after a trigger or "answer:"...) and followed by punctuation or the
    end ("the answer is a prime" is not (A)). MAmmoTH's second
-   model call that maps a non-letter answer to the closest option is not reproduced.
+   model call that maps a non-letter answer to the closest option is not reproduced; instead
+   :func:`choice_of_value` maps a completion that names no letter but states the value of
+   exactly one option to that option (issue 36), and evaluation reports both scorings.
 3. Numeric datasets compare **values**, not strings: ``"36/2"`` = ``"18"``, ``"1/2"`` =
    ``"0.5"`` (MAmmoTH: wrong). A gold that is not a terminating decimal (``275/3``) accepts
    its decimal rounding or truncation to 2 or more places (``91.67``, ``91.666``; not
@@ -97,6 +99,8 @@ __all__ = [
     "is_program",
     "program_source",
     "program_outputs",
+    "choice_of_value",
+    "parse_choices",
 ]
 
 _DATASETS = ("gsm8k", "math", "numglue", "svamp", "deepmind", "mmlu_math")
@@ -419,6 +423,53 @@ def extract_answer(
             program_output = program_outputs([completion])[0]
         return _extract_text(dataset, "The answer is " + program_output.strip("\n"))
     return _extract_text(dataset, completion)
+
+
+_CHOICES_RE = re.compile(r"\(([A-E])\)\s*(.*?)\s*(?=\([A-E]\)|$)")
+
+
+def parse_choices(question: str) -> dict[str, str]:
+    r"""The options of a multiple-choice question as shown: ``{letter: text}`` (``{}``: none).
+
+    Examples:
+        >>> parse_choices("What is 2 + 3?\nAnswer Choices: (A) 4 (B) 5 (C) 6 (D) 1/2")
+        {'A': '4', 'B': '5', 'C': '6', 'D': '1/2'}
+    """
+    _, sep, tail = question.rpartition("Answer Choices:")
+    return dict(_CHOICES_RE.findall(tail.strip())) if sep else {}
+
+
+def choice_of_value(completion: str, choices: dict[str, str]) -> str | None:
+    """The choice letter of a multiple-choice ``completion``, mapping a stated value to its option.
+
+    A completion whose letter :func:`extract_answer` finds keeps that letter. Otherwise its
+    stated number (the first after an answer trigger, else the last, as for the numeric
+    datasets) is compared by exact value with every option: when exactly one option has that
+    value, its letter is the answer (MAmmoTH maps non-letter answers to an option too, with a
+    second model call); else ``None``.
+
+    Args:
+        completion: the generated text.
+        choices: ``{letter: option text}`` (:func:`parse_choices`).
+
+    Examples:
+        >>> opts = {"A": "12", "B": "15", "C": "18", "D": "21"}
+        >>> choice_of_value("5 * 3 = 15. The answer is 15.", opts)
+        'B'
+        >>> choice_of_value("The answer is (C).", opts), choice_of_value("It is 16.", opts)
+        ('C', None)
+    """
+    if not isinstance(completion, str):
+        raise TypeError(f"`completion` must be a str; got {type(completion).__name__}.")
+    letter = _extract_text("mmlu_math", completion)
+    if letter is not None:
+        return letter
+    stated = _extract_text("svamp", completion)
+    value = _exact_value(stated) if stated is not None else None
+    if value is None:
+        return None
+    hits = [k for k, v in choices.items() if _exact_value(v) == value]
+    return hits[0] if len(hits) == 1 else None
 
 
 def extract_answers(

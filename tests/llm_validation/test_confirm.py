@@ -87,14 +87,17 @@ def test_config_validation():
     assert set(SCALES) == {"cpu", "gpu", "gpu-scratch", "quick"}
     assert SCALES["gpu"].target == "gemma3-270m"
     assert SCALES["gpu"].proxy == "smollm2-135m-instruct" and SCALES["gpu"].finetune.lora
-    # issue 29: the same design at every full scale: five seeds (three on the 450-s H100
-    # from-scratch scale), FT with FT+UP's step count among the default variants
-    default = ("ft", "ft_matched", "ft_up", "random", "easy")
+    # issue 36: the same design at every full scale: one pre-trained base, 10 fine-tuning
+    # seeds of FT, FT with FT+UP's step count and FT+UP; >= 300 items per format; >= 50
+    # answered held-out problems per source; learning times on a log-spaced schedule
+    default = ("ft", "ft_matched", "ft_up")
     for name in ("cpu", "gpu", "gpu-scratch"):
-        assert SCALES[name].variants == default, name
-        assert SCALES[name].heldout_acc_per_source > 0, name
-    assert SCALES["cpu"].seeds == SCALES["gpu"].seeds == (0, 1, 2, 3, 4)
-    assert SCALES["gpu-scratch"].seeds == (0, 1, 2)
+        cfg = SCALES[name]
+        assert cfg.variants == default, name
+        assert cfg.seeds == tuple(range(10)), name
+        assert cfg.n_test >= 300 and cfg.lt_records >= 10, name
+        assert cfg.heldout_acc_per_source >= 50, name
+        assert cfg.n_heldout >= 13 * cfg.heldout_acc_per_source, name  # 13 sources, stratified
     assert SCALES["gpu-scratch"].target == SCALES["gpu-scratch"].proxy == "scratch"
 
 
@@ -109,6 +112,21 @@ def test_micro_run_end_to_end(tmp_path):
     # held-out solution loss of every (variant, seed, problem): fine-tuning on the template
     # lowers it below the plain-text pretrained model's
     assert ds["heldout_loss"].dims == ("variant", "seed", "heldout") and ds.sizes["heldout"] == 40
+    # issue 36: per-item verdicts (int8, -1 = none) of every (variant, seed, item), both
+    # multiple-choice scorings, each item's format and half; the selection check per seed
+    n_items = 6 * cfg.n_test
+    assert ds["item_correct"].dims == ("variant", "seed", "item") and ds.sizes["item"] == n_items
+    assert ds["item_correct"].dtype == np.int8 and set(np.unique(ds["item_correct"])) <= {0, 1}
+    assert (ds["item_correct_mapped"] >= ds["item_correct"]).all()
+    assert sorted(set(ds["item_split"].values.tolist())) == ["id", "ood"]
+    per_b = ds["item_correct"].groupby("item_benchmark").mean("item")
+    np.testing.assert_allclose(
+        per_b.sel(item_benchmark=list(ds["benchmark"].values)).transpose(
+            "variant", "seed", "item_benchmark").values, ds["accuracy"].values)  # fmt: skip
+    chk = json.loads(ds.attrs["selection_check"])["0"]
+    assert 0 <= chk["auc"] <= 1 and chk["recordings_before_median_half_drop"] >= 0
+    assert chk["lt_steps"][0] == 0 and len(chk["lt_steps"]) == cfg.lt_records
+    assert ds.attrs["wall_seconds_measured"] > 0 and ds.attrs["cpu_seconds_measured"] > 0
     # NaN only where the prompt fills the window (tokenization, the same in every run)
     nan = np.isnan(ds["heldout_loss"].values)
     assert (nan == np.isnan(ds["pt_heldout_loss"].values)).all() and nan.mean() < 0.25
@@ -217,8 +235,10 @@ def test_reuse_finds_a_run_keyed_by_relative_or_absolute_paths(tmp_path, monkeyp
 
 def test_every_variant_is_described():
     names = {"ft", "ft_matched", "ft_up", "random", "easy", "ft_up_last", "ft_up_k10", "ft_up_k15",
-             "ft_up_self", "ft_muon", "ft_up_muon", "ft_fsam", "ft_up_clean"}  # fmt: skip
+             "ft_up_self", "ft_muon", "ft_up_muon", "ft_fsam", "ft_up_clean",
+             "ft_up_late"}  # fmt: skip
     assert names == set(VARIANTS)
+    assert VARIANTS["ft_up_late"].late_oracle and VARIANTS["ft_up_late"].setting == "ft_up"
     assert VARIANTS["ft_up_last"].features == "last" and VARIANTS["ft_up_k15"].k == 15
 
 
@@ -292,8 +312,9 @@ def test_figure_renders_from_results(tmp_path):
 
 def test_confirm_cpu_announces_an_estimate_within_2x_of_the_committed_run(tmp_path, capsys,
                                                                          monkeypatch):
-    """The committed default run took 54 min of wall time on 2 shared cores (its commit): the
-    announced estimate is within 2x of it, in the dry run and before the real run starts."""
+    """The committed default run (issue 29) took 54 min of wall time on 2 shared cores: its
+    design's estimate is within 2x of it; issue 36's default adds its items and recordings
+    (by hand below); the estimate is announced in the dry run and before the real run starts."""
     import re
 
     from llm_validation.__main__ import main
@@ -303,7 +324,19 @@ def test_confirm_cpu_announces_an_estimate_within_2x_of_the_committed_run(tmp_pa
     assert main(["confirm", "--scale", "cpu", "--out", str(tmp_path / "c"), "--dry-run"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "time:" in ln)
     minutes = int(re.search(r"estimated (\d+) min on 2 idle cores", line).group(1))
-    assert 54 / 2 <= minutes <= 54 * 2, line
+    old = dataclasses.replace(confirm.SCALES["cpu"], variants=("ft", "ft_matched", "ft_up",
+                              "random", "easy"), seeds=(0, 1, 2, 3, 4), n_test=60,
+                              heldout_acc_per_source=16, lt_records=0)  # fmt: skip
+    assert confirm.design_extras(old) == (0.0, 0.0)
+    old_min = int(re.search(r"estimated (\d+) min", confirm.estimate_line(old, "cpu", 2))[1])
+    assert 54 / 2 <= old_min <= 54 * 2
+    # issue 36's default: 1882 more answers per run, 12 recordings of 1045 examples per proxy
+    from llm_validation.experiments.confirm.design import COSTS
+
+    run, proxy = confirm.design_extras(confirm.SCALES["cpu"])
+    assert run == pytest.approx(COSTS["gen_item"] * (6 * 300 + 13 * 50 - 6 * 60 - 13 * 16))
+    assert proxy == pytest.approx(COSTS["lt_record"] * 1045 * 12)
+    assert minutes > old_min * 0.8, line
     # the phases add up: pre-training (2 models on 2 cores) is the longer pre-trained model's
     # CPU time; fine-tuning is 26 jobs on 2 cores, so at least half their CPU seconds
     ds = confirm.committed_costs()
@@ -333,10 +366,11 @@ def test_confirm_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "seeds: 4, 5" in text and "36000 pre-training" in text and str(out) in text
     assert not out.exists()  # a dry run computes and writes nothing (it used to start the run)
-    assert "520 held-out" in text
+    assert "650 held-out" in text and "300 per benchmark" in text
+    assert "time: estimated" in text and "idle core" in text
     default = next(ln for ln in text.splitlines() if "variants:" in ln)
-    # the 60-minute default (issue 29; before: eight variants with ft_up_last, no ft_matched)
-    assert default.split(": ")[1] == "ft, ft_matched, ft_up, random, easy"
+    # issue 36's default: 10 seeds of FT, ft_matched, FT+UP (random and easy: --variants)
+    assert default.split(": ")[1] == "ft, ft_matched, ft_up"
     assert main(argv + ["--variants", "all"]) == 0
     listed = next(ln for ln in capsys.readouterr().out.splitlines() if "variants:" in ln)
     assert listed.split(": ")[1].split(", ") == list(VARIANTS)
@@ -458,3 +492,114 @@ def test_heldout_answers_scored_by_their_style():
     np.testing.assert_array_equal(score_heldout(comps, recs), [1, 1, 1, 1, 1, 0, 0])
     assert heldout_subset(["a", "b", "a", "a", "c", "b"], 1).tolist() == [0, 1, 4]
     assert heldout_subset(["a", "b"], 0).tolist() == []
+
+
+# ----------------------------------------------------------------------------- issue 36
+
+
+def test_paired_bootstrap_width_matches_the_two_way_closed_form():
+    """Differences = seed effect + item effect (additive): resampling seeds and items
+    independently, the mean's variance is var(seed)/n_seeds + var(item)/n_items (population
+    variances, the bootstrap's); the 95 % interval's half-width is 1.96 of its root."""
+    from llm_validation.experiments.confirm.analysis import paired_bootstrap
+
+    rng = np.random.default_rng(3)
+    s_eff, i_eff = rng.normal(0, 0.03, 10), rng.normal(0, 0.3, 300)
+    a = 0.5 + s_eff[:, None] + i_eff[None, :]
+    b = np.zeros_like(a)
+    m, lo, hi = paired_bootstrap(a, b, n_boot=2000, seed=1)
+    assert m == pytest.approx(a.mean())
+    se = math.sqrt(s_eff.var() / 10 + i_eff.var() / 300)
+    assert (hi - lo) / 2 == pytest.approx(1.96 * se, rel=0.1)
+    # strata: items resampled within each; a constant within-stratum effect adds no variance
+    strata = np.repeat(np.arange(6), 50)
+    a2 = 0.5 + s_eff[:, None] + np.repeat(rng.normal(0, 0.3, 6), 50)[None, :]
+    _, lo2, hi2 = paired_bootstrap(a2, b, strata, n_boot=2000, seed=1)
+    assert (hi2 - lo2) / 2 == pytest.approx(1.96 * math.sqrt(s_eff.var() / 10), rel=0.1)
+    # a seed without results (NaN) is left out of both
+    a3 = a.copy()
+    a3[0, 0] = np.nan
+    assert paired_bootstrap(a3, b, n_boot=10)[0] == pytest.approx(a[1:].mean())
+
+
+def test_constant_letter_chance_and_the_item_intervals_by_hand():
+    import xarray as xr
+
+    from llm_validation.data.records import BENCHMARKS
+    from llm_validation.experiments.confirm.analysis import constant_letter_chance
+    from llm_validation.experiments.confirm.report import accuracy_by_split, item_diffs
+
+    assert constant_letter_chance(list("BBCA") + [""]) == 0.5  # 2 of 4 letters are B
+    bench = np.repeat(list(BENCHMARKS), 2)
+    split = np.tile(["id", "ood"], 6)
+    x = np.zeros((2, 3, 12), np.int8)
+    x[1, :, ::2] = 1  # ft_up right on every id item, wrong on every ood item
+    x[1, 0, 1] = 1  # ...and, seed 0, the first ood item (GSM8K)
+    x[0, 2, 0] = -1  # ft, seed 2: no result for one item
+    ds = xr.Dataset(
+        {"item_correct": (("variant", "seed", "item"), x),
+         "pt_item_correct": ("item", np.zeros(12, np.int8))},
+        coords={"variant": ["ft", "ft_up"], "seed": [0, 1, 2], "item_benchmark": ("item", bench),
+                "item_split": ("item", split)},
+    )  # fmt: skip
+    acc = accuracy_by_split(ds, "ft_up")
+    assert acc["gsm8k"] == {"id": 100.0, "ood": pytest.approx(100 / 3), "all": pytest.approx(
+        100 * 4 / 6)}  # fmt: skip
+    assert acc["math"] == {"id": 100.0, "ood": 0.0, "all": 50.0}
+    d = item_diffs(ds, "ft_up", "ft", n_boot=200)
+    # per seed, the mean over formats of each format's mean difference (by hand): seed 0:
+    # GSM8K 1, the other five 0.5; seed 1: all 0.5; seed 2: GSM8K 0 (its id item has no ft
+    # result, the ood item 0 - 0), the others 0.5
+    per_seed = [(1 + 5 * 0.5) / 6, 0.5, (0 + 5 * 0.5) / 6]
+    assert d["mean"] == pytest.approx(100 * np.mean(per_seed))
+    assert d["n_seeds"] == 3 and d["n_items"] == 12
+    assert d["t_interval"][0] < d["mean"] < d["t_interval"][1]
+
+
+def test_bench_confirm_estimate_and_check_against_a_run_by_hand():
+    """benchmarks/bench_confirm.py: the estimate of a run's own jobs, by hand, and the ratio to
+    what the run measured (issue 36: the estimate is validated against a measured run)."""
+    import importlib.util
+
+    import xarray as xr
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_confirm.py"
+    spec = importlib.util.spec_from_file_location("bench_confirm", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    ds = xr.Dataset(
+        {"train_steps": (("variant", "seed"), [[100.0, 100.0], [130.0, 130.0]]),
+         "run_cpu_seconds": (("variant", "seed"), [[30.0, 30.0], [40.0, 40.0]])},
+        coords={"variant": ["ft", "ft_up"], "seed": [0, 1]},
+        attrs={"job_cpu_seconds": json.dumps({"pretrain_target": 100.0, "pretrain_proxy": 50.0,
+                                              "proxy": [10.0, 10.0], "pt_eval": 20.0}),
+               "wall_seconds_measured": 300.0, "cpu_seconds_measured": 400.0},
+    )  # fmt: skip
+    c = bench.check_against_run(ds, workers=2)
+    # 2 workers: pre-training max(100, 50); proxies 10 | 10; runs 40, 40, 30, 30 and the
+    # pretrained model's 20, longest first: 40 | 40, 70 | 40, 70 | 70, 90 | 70: max 90
+    assert c["estimate_wall"] == pytest.approx(100 + 10 + 90)
+    assert c["estimate_cpu"] == pytest.approx(150 + 20 + 160)
+    assert c["cpu_ratio"] == pytest.approx(c["estimate_cpu"] / 400)
+    assert c["wall_ratio"] == pytest.approx(c["estimate_wall"] / 300)
+
+
+def test_latest_learners_are_the_unlearned_then_the_latest_half_drops():
+    """ft_up_late's oracle selection on a synthetic trajectory with known half-drops: losses
+    4 -> 0 falling linearly to 0 at step T_i reach half (2) at T_i / 2 (eq. 11's t_i)."""
+    from llm_validation.experiments.confirm.analysis import latest_learners
+    from sims.selection import loss_learning_times, selection_check
+
+    steps = np.array([0, 1, 2, 4, 8, 16, 32])
+    ends = np.array([2, 32, 4, 16, 8, 1000])  # the last never reaches 0 within 32 steps...
+    losses = np.maximum(0, 4 - 4 * steps[None, :] / ends[:, None])
+    losses[-1] = 4.0  # ...and stays flat: not learned (no learning time)
+    t = loss_learning_times(steps, losses)
+    np.testing.assert_allclose(t[:5], ends[:5] / 2)  # 1, 16, 2, 8, 4
+    assert np.isnan(t[5])
+    late = latest_learners(t, 3)
+    assert late.tolist() == [False, True, False, True, False, True]  # unlearned, 16, 8
+    chk = selection_check(t, late)
+    assert chk.auc == 1.0  # every selected example is learned after every other one
+    with pytest.raises(ValueError, match="`count` must be in"):
+        latest_learners(t, 7)

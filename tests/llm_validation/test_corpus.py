@@ -41,7 +41,9 @@ def test_sources_imbalanced_with_levels_and_styles(corpus):
     assert max(counts.values()) / min(counts.values()) > 10  # MathInstruct-like imbalance
     for name in counts:
         levels = {r["level"] for r in corpus if r["source"] == name}
-        assert levels == {1, 2, 3, 4}, name
+        extra = next(s.extra_levels for s in SOURCES if s.name == name)
+        # issue 36: the rarest sources are drawn two levels up (more steps): 3 and 4 only
+        assert levels == set(range(1 + extra, 5)), name
     assert {r["style"] for r in corpus} == {"cot", "gsm", "boxed", "code"}
 
 
@@ -148,6 +150,11 @@ def test_benchmarks_in_every_format_with_correct_golds(tmp_path):
         elif q.startswith("Round"):
             v = Fraction(re.findall(r"\d+\.\d+", q)[0])
             want = Fraction(math.floor(v * 10 + Fraction(1, 2)), 10)
+        elif q.startswith("Calculate "):  # the in-distribution half: training phrasings
+            want = Fraction(eval(q[len("Calculate ") : -1]))  # noqa: S307
+        elif "remainder" in q:
+            a, b = (int(v) for v in re.findall(r"\d+", q))
+            want = Fraction(a % b)
         else:
             a, b = (int(v) for v in re.findall(r"-?\d+", q))
             want = Fraction(a, b)
@@ -210,15 +217,16 @@ def test_corpus_cli_writes_every_split(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- decontamination
 # An independent notion of near-duplicate, written without the generator's keys, names or items:
-# the same numbers (exact signed values) in the same order, and the same words except for
-# single-word substitutions (a name or an item swapped; the same template).
+# the same multiset of numbers (exact signed values, in any order: issue 36, a swapped pair is a
+# duplicate), and the same words except for single-word substitutions (a name or an item
+# swapped; the same template).
 
 _NUM = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:/\d+)?")
 
 
 def _numbers_and_words(question: str):
     text = question.replace("$", " ").replace(",", " ")
-    nums = tuple(Fraction(x) for x in _NUM.findall(text))
+    nums = tuple(sorted(Fraction(x) for x in _NUM.findall(text)))
     words = re.findall(r"[A-Za-z]+|[^\sA-Za-z\d.\-/]", _NUM.sub(" ", text))
     return nums, words
 
@@ -283,7 +291,7 @@ def test_the_check_finds_the_leaks_of_an_unprotected_split(fresh_corpus):
     index = _index(reference)
     leaky = generate_benchmarks(200, seed=11)
     gsm = _near_duplicates([r["question"] for r in leaky["gsm8k"]], index)
-    assert len(gsm) > 40  # the issue: about a third of the GSM8K-format items
+    assert len(gsm) > 3  # wider number spaces (issue 36) leak less, but still leak
     held = generate_corpus(500, seed=12, exclude=set(reference))  # exact exclusion only
     assert len(_near_duplicates([r["instruction"] for r in held], index)) > 10
     # and contamination() counts them too
@@ -294,16 +302,17 @@ def test_the_check_finds_the_leaks_of_an_unprotected_split(fresh_corpus):
 def test_template_overlap_in_distribution_by_design_and_deepmind_phrasing_new(fresh_corpus):
     paths, reference, tests = fresh_corpus
     report = json.loads(paths["contamination"].read_text())
-    for name in ("gsm8k", "math", "numglue", "heldout"):  # training templates, fresh numbers
-        assert report[name]["template_overlap"] > 0.9, name
-    for name in ("svamp", "deepmind", "mmlu_math"):  # transfer sets: new phrasings
-        assert report[name]["template_overlap"] == 0.0, name
+    assert report["heldout"]["template_overlap"] > 0.9
+    for name in BENCHMARKS:  # issue 36: every format has both halves
+        assert report[f"{name}/id"]["n"] == report[f"{name}/ood"]["n"] == 100, name
+        assert report[f"{name}/id"]["template_overlap"] > 0.9, name  # training templates
+        assert report[f"{name}/ood"]["template_overlap"] == 0.0, name  # held-out phrasings
 
     def skeleton(q):  # independent of the generator's template_key: numbers only abstracted
         return _NUM.sub("#", q.split("\nAnswer Choices")[0])
 
     train_skeletons = {skeleton(q) for q in reference}
-    assert not any(skeleton(q) in train_skeletons for q in tests["deepmind"])
+    assert not any(skeleton(q) in train_skeletons for q in tests["deepmind"][100:])  # ood half
     starts = {q.split()[0] for q in reference}
     assert "Evaluate" not in starts and any(q.startswith("Evaluate ") for q in tests["deepmind"])
 
@@ -338,17 +347,81 @@ def test_levels_restrict_every_split(tmp_path):
     from llm_validation.data.corpus import generate_benchmarks, generate_corpus, write_corpus
 
     recs = generate_corpus(400, seed=3, levels=(1, 2))
-    assert {r["level"] for r in recs} == {1, 2}
+    extra = {src.name: src.extra_levels for src in SOURCES}  # issue 36: rare sources 2 up
+    assert {r["level"] - extra[r["source"]] for r in recs} == {1, 2}
     # gsm templates: level 3 adds "Then ... buys", level 4 "shares" (gen_gsm); never at 1-2
     gsm = [r["instruction"] for r in recs if r["source"].endswith("gsm_templates.json")]
     assert gsm and not any("buys" in q or "shares" in q for q in gsm)
     assert any(" gives away " in q for q in gsm)  # level 2 is drawn
-    bench = generate_benchmarks(60, seed=4, levels=(1, 2))["gsm8k"]
+    bench = [r for r in generate_benchmarks(60, seed=4, levels=(1, 2))["gsm8k"]
+             if r["split"] == "id"]  # fmt: skip
     assert not any("buys" in r["question"] or "shares" in r["question"] for r in bench)
     assert any("shares" in r["question"] for r in generate_benchmarks(60, seed=4)["gsm8k"])
     paths = write_corpus(tmp_path, n_train=60, n_test=4, n_heldout=30, levels=(3,))
     for key in ("train", "heldout"):
-        assert {r["level"] for r in json.loads(paths[key].read_text())} == {3}
+        recs = json.loads(paths[key].read_text())
+        assert {min(4, 3 + extra[r["source"]]) for r in recs} == {r["level"] for r in recs}
     for bad in [(), (0, 1), (1, 1), (5,), (True,)]:
         with pytest.raises(ValueError, match="`levels` must be distinct difficulty levels"):
             generate_corpus(5, levels=bad)
+
+
+# ----------------------------------------------------------------------------- issue 36
+
+
+def test_a_swapped_number_duplicate_is_caught():
+    """Decontamination is order-insensitive: a training problem with two numbers swapped
+    (gcd(b, a) of a training gcd(a, b)) is a near-duplicate, excluded and counted."""
+    train = ["Find the greatest common divisor of 12 and 18.",
+             "Ann has 7 boxes with 9 pencils in each box. How many pencils does Ann have now?"]
+    swapped = ["Find the greatest common divisor of 18 and 12.",
+               "Ben has 9 boxes with 7 apples in each box. How many apples does Ben have now?"]
+    rep = contamination({"x": swapped}, train)
+    assert rep["x"]["near"] == 2 and rep["x"]["exact"] == 0
+    assert len(_near_duplicates(swapped, train)) == 2  # the independent check agrees
+    # the generator: a reference made of every leaky item with its first two numbers swapped
+    leaky = generate_benchmarks(40, seed=21)
+    ref = set()
+    for name in ("gsm8k", "math", "numglue", "deepmind"):
+        for r in leaky[name]:
+            nums = re.findall(r"\d+", r["question"])
+            if len(nums) >= 2 and nums[0] != nums[1]:
+                a, b = nums[:2]
+                ref.add(re.sub(rf"\b{a}\b|\b{b}\b", lambda m, a=a, b=b: b if m[0] == a else a,
+                               r["question"]))  # fmt: skip
+    assert len(_near_duplicates([r["question"] for n in leaky for r in leaky[n]
+                                 if n in ("gsm8k", "math", "numglue", "deepmind")], ref)) > 50
+    clean = generate_benchmarks(40, seed=21, exclude=ref)
+    for name in ("gsm8k", "math", "numglue", "deepmind"):
+        assert _near_duplicates([r["question"] for r in clean[name]], ref) == [], name
+
+
+def test_no_problem_repeats_within_a_benchmark(fresh_corpus):
+    _, _, tests = fresh_corpus
+    for name in BENCHMARKS:
+        keys = [_numbers_and_words(q.split("\nAnswer Choices")[0]) for q in tests[name]]
+        by_nums: dict = {}
+        for nums, words in keys:
+            by_nums.setdefault(nums, []).append(words)
+        for nums, group in by_nums.items():  # same numbers: never the same template
+            for i, w in enumerate(group):
+                for v in group[i + 1 :]:
+                    same = len(v) == len(w) and all(
+                        a == b or (a.isalpha() and b.isalpha()) for a, b in zip(w, v, strict=True)
+                    )
+                    assert not same, (name, nums)
+
+
+def test_multiple_choice_gold_letters_are_balanced():
+    """Training multiple choice (5 options) and the MMLU-format benchmark (4): each letter's
+    share of 400 items within 10 points of uniform (issue 36: sorted options made B 55 %)."""
+    mc = "data/CoT/multiple_choice.json"
+    recs = [r for r in generate_corpus(8000, seed=7) if r["source"] == mc]
+    letters = Counter(r["answer"].strip("()") for r in recs[:400])
+    assert len(recs) >= 400 and set(letters) == set("ABCDE")
+    n = min(400, len(recs))
+    assert all(abs(c / n - 1 / 5) <= 0.10 for c in letters.values()), letters
+    mm = generate_benchmarks(400, seed=8)["mmlu_math"]
+    key = Counter("ABCD"[r["answer"]] for r in mm)
+    assert set(key) == set("ABCD") and all(abs(c / 400 - 1 / 4) <= 0.10 for c in key.values())
+    assert all(len(set(r["choices"])) == 4 for r in mm)

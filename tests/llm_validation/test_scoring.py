@@ -927,7 +927,8 @@ def test_end_to_end_extract_then_score():
 
 def test_public_api():
     assert scoring.__all__ == ["extract_answer", "extract_answers", "is_correct", "is_program",
-                               "program_source", "program_outputs"]  # fmt: skip
+                               "program_source", "program_outputs", "choice_of_value",
+                               "parse_choices"]  # fmt: skip
 
 
 @pytest.mark.parametrize("bad", ["GSM8K", "aqua", "mmlu"])
@@ -969,3 +970,52 @@ def test_a_program_that_prints_then_fails_is_not_scored_on_its_partial_output():
     assert all(r.stdout.startswith("18\n") and not r.ok for r in raw), raw
     ok = scoring.program_outputs(["print(18)"], timeout_s=60.0)
     assert ok == ["18\n"]  # the same print, from a program that ends well, is kept
+
+
+# ----------------------------------------------------------------------------- issue 36
+
+_Q = "What is 15% of 80?\nAnswer Choices: (A) 14 (B) 10 (C) 12 (D) 1/2"
+
+
+@pytest.mark.parametrize(
+    ("completion", "expected"),
+    [
+        ("15% of 80 is 15/100 * 80 = 12.\nThe answer is 12.", "C"),  # value only -> its option
+        ("80 * 0.15 = 12", "C"),  # no trigger: the last number
+        ("The answer is 12.5.", None),  # no option has that value
+        ("The answer is 0.5.", "D"),  # values, not strings: 0.5 = 1/2
+        ("It is 12, so the answer is (A).", "A"),  # a stated letter wins over a value
+        ("The answer is (B).", "B"),
+        ("I do not know.", None),
+    ],
+)
+def test_a_stated_value_maps_to_its_option(completion, expected):
+    """Hand-written completions: a value without a letter is mapped to the option holding it."""
+    choices = scoring.parse_choices(_Q)
+    assert choices == {"A": "14", "B": "10", "C": "12", "D": "1/2"}
+    assert scoring.choice_of_value(completion, choices) == expected
+    # the letter scoring alone: a value is no letter
+    if expected is not None and "(" not in completion:
+        assert extract_answer("mmlu_math", completion) is None
+
+
+def test_both_multiple_choice_scorings_in_the_evaluation(tmp_path):
+    """evaluate_benchmarks reports the letter scoring and the mapped one (per-item rows too)."""
+    import json
+
+    from llm_validation.data.records import Benchmark, BenchmarkItem
+    from llm_validation.evaluate import generation
+
+    items = (BenchmarkItem(_Q, "C", 0), BenchmarkItem(_Q, "C", 1), BenchmarkItem(_Q, "A", 2))
+    comps = iter(["The answer is 12.", "The answer is (C).", "The answer is 14."])
+    bench = {"mmlu_math": Benchmark("mmlu_math", tmp_path / "m.json", items)}
+    orig = generation.generate
+    generation.generate = lambda model, tok, prompts, **kw: [next(comps) for _ in prompts]
+    try:
+        s = generation.evaluate_benchmarks(None, None, bench, tmp_path, execute=False)
+    finally:
+        generation.generate = orig
+    assert s["mmlu_math"]["correct"] == 1 and s["mmlu_math"]["correct_mapped"] == 3
+    rows = [json.loads(x) for x in (tmp_path / "mmlu_math.jsonl").read_text().splitlines()]
+    assert [r["correct"] for r in rows] == [False, True, False]
+    assert [r["correct_mapped"] for r in rows] == [True, True, True]

@@ -10,20 +10,37 @@ upsampling hurts (Fig. 4d, Table 4), trajectories beat the last checkpoint for c
 
 Scales (:data:`SCALES`):
 
-* ``cpu``: from-scratch Llama decoders (target 0.46M parameters, proxy 0.13M) pre-trained on a
-  disjoint split of the corpus (plain text, :mod:`llm_validation.train.scratch`) with a locally
-  trained tokenizer that splits every number into single digits, then fully fine-tuned with
-  the same pipeline. Default (issue 29): 5 seeds, paired by seed, of ``ft``, ``ft_matched``
-  (FT for exactly FT+UP's optimizer steps), ``ft_up``, ``random`` and ``easy``; difficulty
-  levels 1-2 of every source, 36,000 pre-training problems x 4 epochs. Estimated 40-53 minutes
-  on 2 idle cores from the per-job CPU costs measured below (``--variants all``: 80-95);
-  ``benchmarks/bench_confirm.py`` prints the estimate from a run's own measured costs.
+* ``cpu``: from-scratch Llama decoders (target 0.46M parameters, proxy 0.13M) pre-trained once
+  on a disjoint split of the corpus (plain text, :mod:`llm_validation.train.scratch`) with a
+  locally trained tokenizer that splits every number into single digits, then fully fine-tuned
+  with the same pipeline. Default (issue 36): one pre-trained base, 10 fine-tuning seeds (data
+  order, proxy, clustering init) of ``ft``, ``ft_matched`` (FT for exactly FT+UP's optimizer
+  steps) and ``ft_up``; 300 items per benchmark format (150 on training templates, 150 on
+  held-out templates), 50 answered held-out problems per source, levels 1-2, 36,000
+  pre-training problems x 4 epochs. ``confirm`` prints its estimate before any work
+  (:func:`~llm_validation.experiments.confirm.estimate.estimate_line`: the committed run's CPU
+  seconds plus :func:`~llm_validation.experiments.confirm.estimate.design_extras` for this
+  design's items and recordings); ``benchmarks/bench_confirm.py`` checks an estimate against a
+  run's measured CPU and wall time.
+  Random and easy (``--variants``) are left out of the default to stay within 60 minutes.
+
+  **Issue 36's checks** (in ``report.md`` and the summary): accuracy per format on the
+  in-distribution and the held-out-template half; multiple choice scored by its letter and
+  with a stated value mapped to its option, against the key's best constant-letter baseline;
+  per-item verdicts (``item_correct``, int8 per variant, seed and item) and the paired
+  bootstrap over seeds and items beside the t-interval over seeds (the bootstrap decides: the
+  item sample is most of the noise); the selection check (learning times, eq. 11, of every
+  training example from the proxy's losses on a log-spaced schedule from step 0; the
+  upsampled examples against the rest: medians, AUC, per-source Spearman). The table below is
+  issue 29's measurement (the committed run), before this design.
 * ``gpu``: proxy SmolLM2-135M-Instruct, target Gemma-3-270M (both from the GGUF packages), LoRA
-  as in Section 6, the same five variants and seeds (levels 1-4); not run in the session that
-  wrote it.
+  as in Section 6, issue 36's design (10 seeds of the three default variants, 300 items per
+  format; levels 1-4); not run in the session that wrote it.
 * ``gpu-scratch``: the ``cpu`` design scaled up for one H100: a 25M-parameter target (0.85M
-  proxy) pre-trained within the run on 60,000 generated problems (levels 1-4), 3 seeds of the
-  five default variants; estimated (not run) at about 6 minutes (the comment at its entry).
+  proxy) pre-trained within the run on 60,000 generated problems (levels 1-4), issue 36's
+  design (10 seeds of the three default variants); issue 29's estimate for 3 seeds of five
+  variants was about 6 minutes (the comment at its entry); 30 runs with 6x the items take
+  longer (not run, not timed).
 * ``quick``: a smoke run of every stage on minute models (tests; its numbers mean nothing).
 
 **Accuracy vs compute (issue 29, measured).** One seed, FT only, on this project's 2 shared
@@ -110,6 +127,7 @@ from llm_validation.experiments.confirm.design import (
 )
 from llm_validation.experiments.confirm.estimate import (
     committed_costs,
+    design_extras,
     estimate_line,
     estimate_run,
     lpt_makespan,
@@ -164,5 +182,6 @@ __all__ = [
     "estimate_run",
     "estimate_line",
     "committed_costs",
+    "design_extras",
     "lpt_makespan",
 ]

@@ -47,6 +47,112 @@ def paired_ci(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float
     return m, m - half, m + half
 
 
+def paired_bootstrap(
+    a, b, strata=None, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean difference of two variants' accuracies and its paired two-way bootstrap interval.
+
+    ``a`` and ``b`` are ``(n_seeds, n_items)`` 0/1 verdicts of the same items under the same
+    seeds (paired). Each replicate resamples the seeds and, independently, the items (within
+    each stratum, e.g. benchmark format, so the formats keep their weights) with replacement,
+    and takes the mean over the resampled cells of ``a - b``: the interval covers both sources
+    of noise, the fine-tuning seeds and the item sample (issue 36). Percentile interval.
+
+    Args:
+        a: ``(n_seeds, n_items)`` verdicts of the first variant; a row with a non-finite value
+            (a seed without results) is left out of both.
+        b: the second variant's, the same shape.
+        strata: ``(n_items,)`` labels; items are resampled within each (``None``: one stratum).
+        n_boot: replicates.
+        level: interval level.
+        seed: resampling seed.
+
+    Returns:
+        ``(mean, low, high)`` of the mean of ``a - b`` (fractions, not points).
+
+    Examples:
+        >>> a = np.array([[1, 1, 0, 1], [1, 0, 1, 1]]); b = np.zeros((2, 4))
+        >>> m, lo, hi = paired_bootstrap(a, b, n_boot=500)
+        >>> m, lo <= m <= hi <= 1
+        (0.75, True)
+    """
+    x = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if x.ndim != 2:
+        raise ValueError(f"`a` and `b` must be (n_seeds, n_items); got shape {x.shape}.")
+    x = x[np.all(np.isfinite(x), axis=1)]
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    m = float(x.mean())
+    if x.shape[0] < 2:
+        return m, math.nan, math.nan
+    lab = np.zeros(x.shape[1], int) if strata is None else np.unique(strata, return_inverse=True)[1]
+    groups = [np.flatnonzero(lab == g) for g in np.unique(lab)]
+    rng = np.random.default_rng(seed)
+    reps = np.empty(n_boot)
+    for r in range(n_boot):
+        rows = rng.integers(0, x.shape[0], x.shape[0])
+        cols = np.concatenate([g[rng.integers(0, g.size, g.size)] for g in groups])
+        reps[r] = x[np.ix_(rows, cols)].mean()
+    lo, hi = np.quantile(reps, [0.5 - level / 2, 0.5 + level / 2])
+    return m, float(lo), float(hi)
+
+
+def latest_learners(times, count: int) -> np.ndarray:
+    """Mask of the ``count`` examples learned latest: the selection of ``ft_up_late``.
+
+    Unlearned examples (``nan``) come first, then by learning time, latest first; ties by
+    index (issue 36).
+
+    Examples:
+        >>> latest_learners([3.0, float("nan"), 1.0, 7.0], 2).tolist()
+        [False, True, False, True]
+    """
+    t = np.asarray(times, dtype=float)
+    if not 0 <= count <= t.size:
+        raise ValueError(f"`count` must be in [0, {t.size}]; got {count}.")
+    order = np.lexsort((np.arange(t.size), -np.where(np.isfinite(t), t, np.inf)))
+    mask = np.zeros(t.size, bool)
+    mask[order[:count]] = True
+    return mask
+
+
+def benchmark_items(bench_dir) -> dict[str, np.ndarray]:
+    """Every benchmark item in evaluation order: its format, half and multiple-choice gold.
+
+    The half is ``id``/``ood`` (files without the field: ``id``); the gold letter is ``""``
+    outside multiple choice.
+    """
+    from llm_validation.data.records import BENCHMARK_FILES
+
+    fmt, split, gold = [], [], []
+    for b in BENCHMARKS:
+        p = Path(bench_dir) / BENCHMARK_FILES[b]
+        text = p.read_text()
+        recs = (
+            [json.loads(x) for x in text.splitlines() if x.strip()]
+            if p.suffix == ".jsonl"
+            else json.loads(text)
+        )
+        fmt += [b] * len(recs)
+        split += [r.get("split", "id") for r in recs]
+        gold += ["ABCD"[r["answer"]] if b == "mmlu_math" else "" for r in recs]
+    return {"benchmark": np.asarray(fmt), "split": np.asarray(split), "gold": np.asarray(gold)}
+
+
+def constant_letter_chance(golds: Sequence[str]) -> float:
+    """The best constant-letter baseline of a key: the largest share of one gold letter.
+
+    Examples:
+        >>> constant_letter_chance(list("BBBCA"))
+        0.6
+    """
+    g = [x for x in golds if x]
+    if not g:
+        raise ValueError("`golds` holds no letter.")
+    _, counts = np.unique(g, return_counts=True)
+    return float(counts.max() / len(g))
+
+
 def matched_epochs(steps: int, n_examples: int, batch_size: int) -> float:
     """Epochs over ``n_examples`` that make exactly ``steps`` optimizer steps at ``batch_size``.
 
@@ -111,10 +217,43 @@ def score_heldout(completions: Sequence[str], records: Sequence[Mapping]) -> np.
     return out
 
 
+def _selection_checks(seeds, sel_info, trajs, src) -> dict:
+    """Per seed: does FT+UP's selection pick the examples the proxy learns late (issue 36)?
+
+    Learning times (eq. 11's t_i, the half-drop step) from the proxy's log-spaced recordings
+    of every training example (``lt_loss``); the upsampled (hard-cluster) examples against the
+    rest: :func:`sims.selection.selection_check`.
+    """
+    from sims.selection import recordings_before, selection_check
+
+    out = {}
+    for s in seeds:
+        sel, tr = sel_info.get((s, "ft_up")), trajs.get((s, "small"))
+        if sel is None or tr is None or "lt_loss" not in tr:
+            continue
+        steps = tr["lt_step"].values
+        t = learning_times(steps, tr["lt_loss"].values)
+        hard = sel["hard"].values.astype(bool)
+        if hard.all() or not hard.any():
+            continue
+        chk = selection_check(t, hard, src).to_dict()
+        med = float(np.nanmedian(t)) if np.isfinite(t).any() else math.nan
+        chk["median_learning_time_all"] = med
+        chk["recordings_before_median_half_drop"] = int(recordings_before(steps, [med])[0])
+        chk["lt_steps"] = [int(x) for x in steps]
+        chk["unlearned_fraction"] = float(np.mean(~np.isfinite(t)))
+        out[int(s)] = chk
+    return out
+
+
 def _aggregate(
-    cfg, variants, jobs, results, sel_info, trajs, train_idx, corrupted, levels, src, held_src
-):
-    """Collect accuracies, probe learning times, entropies and hard-cluster composition."""
+    cfg, variants, jobs, results, sel_info, trajs, train_idx, corrupted, levels, src, held_src,
+    items=None,
+):  # fmt: skip
+    """Collect accuracies, per-item verdicts, learning times, entropies, the hard cluster.
+
+    Also the selection check per seed (``items``: :func:`benchmark_items`).
+    """
     import xarray as xr
 
     from sims.entropy import shannon_entropy
@@ -140,6 +279,10 @@ def _aggregate(
     has_ok = any("heldout_correct" in r for r in results)
     sources = sorted(set(src))
     t_src = np.full((len(names), len(seeds), len(sources)), np.nan)
+    n_items = next((r.sizes["item"] for r in results if "item_correct" in r), 0)
+    item_ok = np.full((len(names), len(seeds), n_items), -1, np.int8)  # -1: no result
+    item_ok_mapped = np.full((len(names), len(seeds), n_items), -1, np.int8)
+    pt_item_ok = np.full(n_items, -1, np.int8)
     for job, r in zip(jobs, results, strict=True):
         i = len(names) if job["variant"] == "pt" else names.index(job["variant"])
         for k, arr in progs.items():  # the pretrained model's row is the last ("pt")
@@ -147,6 +290,8 @@ def _aggregate(
                 arr[i, 0 if job["variant"] == "pt" else seeds.index(job["seed"])] = r[k].values
         if job["variant"] == "pt":
             pt_acc = r["accuracy"].values
+            if "item_correct" in r:
+                pt_item_ok = r["item_correct"].values.astype(np.int8)
             if n_held:
                 pt_held = r["heldout_loss"].values
             if "heldout_correct" in r:
@@ -154,6 +299,9 @@ def _aggregate(
             continue
         j = seeds.index(job["seed"])
         acc[i, j] = r["accuracy"].values
+        if "item_correct" in r:
+            item_ok[i, j] = r["item_correct"].values
+            item_ok_mapped[i, j] = r["item_correct_mapped"].values
         if n_held:
             held[i, j] = r["heldout_loss"].values
         if "heldout_correct" in r:
@@ -240,6 +388,24 @@ def _aggregate(
             "description": "confirmation of the paper's upsampling claims (issue 14)",
         },
     )
+    if n_items:  # issue 36: per-item verdicts, compactly (int8; -1 = no result)
+        ds["item_correct"] = (("variant", "seed", "item"), item_ok)
+        ds["item_correct_mapped"] = (("variant", "seed", "item"), item_ok_mapped)
+        ds["pt_item_correct"] = ("item", pt_item_ok)
+        ds["item_correct"].attrs["description"] = (
+            "1/0 per (variant, seed, item), -1 = no result; multiple choice by its letter"
+        )
+        ds["item_correct_mapped"].attrs["description"] = (
+            "as item_correct, with a stated option value mapped to its letter (issue 36)"
+        )
+        if items is not None and len(items["benchmark"]) == n_items:
+            ds = ds.assign_coords(
+                item_benchmark=("item", items["benchmark"]),
+                item_split=("item", items["split"]),
+                item_gold=("item", items["gold"]),
+            )
+    checks = _selection_checks(seeds, sel_info, trajs, src)
+    ds.attrs["selection_check"] = json.dumps(checks)
     for k, arr in progs.items():
         ds[k] = (("variant", "seed", "benchmark"), arr[: len(names)])
         ds["pt_" + k] = ("benchmark", arr[len(names), 0])

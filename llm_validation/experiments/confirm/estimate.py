@@ -17,7 +17,8 @@ import numpy as np
 
 from llm_validation.experiments.confirm.design import SCALES, VARIANTS, ConfirmConfig
 
-__all__ = ["COMMITTED_COSTS", "committed_costs", "estimate_line", "estimate_run", "lpt_makespan"]
+__all__ = ["COMMITTED_COSTS", "committed_costs", "design_extras", "estimate_line", "estimate_run",
+           "lpt_makespan"]  # fmt: skip
 
 
 #: The committed CPU run's summary (its per-job CPU seconds feed :func:`estimate_run`).
@@ -46,7 +47,8 @@ def _steps_of(variant: str, ft_steps: float, up_steps: float) -> float:
 
 
 def estimate_run(ds, variants: Sequence[str], seeds: int, workers: int, *,
-                 step_factor: float = 1.0, reuse: bool = False) -> dict:  # fmt: skip
+                 step_factor: float = 1.0, reuse: bool = False, extra_run: float = 0.0,
+                 extra_proxy: float = 0.0) -> dict:  # fmt: skip
     """Estimated wall seconds per phase of a run of ``variants`` x ``seeds`` on ``workers``.
 
     ``ds`` is a finished run's ``results.nc`` (or the committed summary,
@@ -54,7 +56,10 @@ def estimate_run(ds, variants: Sequence[str], seeds: int, workers: int, *,
     ``run_cpu_seconds``, ``train_steps``). A fine-tuning run costs ``a + b * steps`` (fitted to
     the measured runs; ``step_factor`` scales the steps, e.g. for other epochs); the jobs are
     scheduled on ``workers`` idle cores, longest first, phase after phase. ``reuse``: the
-    pre-training and proxies are reused (cost 0). ``benchmarks/bench_confirm.py`` prints it.
+    pre-training and proxies are reused (cost 0). ``extra_run`` / ``extra_proxy``: CPU
+    seconds added to every fine-tuning + evaluation run / proxy run (issue 36: a design that
+    evaluates more items or records more losses than the measured run, :func:`design_extras`).
+    ``benchmarks/bench_confirm.py`` prints it.
     """
     job = json.loads(ds.attrs["job_cpu_seconds"])
     steps = np.asarray(ds["train_steps"].values, dtype=float).ravel()
@@ -73,7 +78,8 @@ def estimate_run(ds, variants: Sequence[str], seeds: int, workers: int, *,
     ratio = (pre[0] / pre[1]) if pre[1] else 1.0  # proxy = target costs the target's per token
     kinds = {VARIANTS[v].proxy for v in variants if VARIANTS[v].setting != "ft"}
     kinds |= {"small"} if any(VARIANTS[v].match_steps for v in variants) else set()
-    proxies = [proxy * (ratio if k == "target" else 1.0) for k in kinds for _ in range(seeds)]
+    proxies = [proxy * (ratio if k == "target" else 1.0) + extra_proxy
+               for k in kinds for _ in range(seeds)]  # fmt: skip
     if reuse:
         pre, proxies = [], []
     runs = []
@@ -81,8 +87,8 @@ def estimate_run(ds, variants: Sequence[str], seeds: int, workers: int, *,
         c = a + b * _steps_of(v, ft_steps, up_steps)
         if VARIANTS[v].optimizer == "fsam":  # two gradients per step: the training part twice
             c += b * _steps_of(v, ft_steps, up_steps)
-        runs += [c] * seeds
-    runs.append(job.get("pt_eval", 0.0))
+        runs += [c + extra_run] * seeds
+    runs.append(job.get("pt_eval", 0.0) + extra_run)
     phases = {
         "pretrain": lpt_makespan(pre, min(workers, 2)) if pre else 0.0,
         "proxies": lpt_makespan(proxies, workers) if proxies else 0.0,
@@ -116,6 +122,37 @@ def committed_costs(path: str | os.PathLike = COMMITTED_COSTS):
                       attrs={"job_cpu_seconds": d["attrs"]["job_cpu_seconds"]})  # fmt: skip
 
 
+#: Generated answers per run and per-example loss recordings per proxy run of the committed
+#: run (issue 29: 6 formats x 60 items + 13 sources x 16 held-out answers; no log-spaced
+#: recordings), the base :func:`design_extras` adds to.
+COMMITTED_DESIGN = {"generated": 6 * 60 + 13 * 16, "lt_records": 0}
+
+
+def design_extras(cfg: ConfirmConfig, measured: dict = COMMITTED_DESIGN) -> tuple[float, float]:
+    """CPU seconds per run and per proxy run that ``cfg`` adds to a measured run's costs.
+
+    Each generated answer beyond the measured run's costs ``COSTS["gen_item"]`` and each
+    example-recording of the proxy's log-spaced losses ``COSTS["lt_record"]``
+    (:data:`~llm_validation.experiments.confirm.design.COSTS`, issue 36).
+
+    Examples:
+        >>> from llm_validation.experiments.confirm.design import COSTS
+        >>> cfg = SCALES["cpu"]
+        >>> run, proxy = design_extras(cfg)
+        >>> round(run / COSTS["gen_item"]), 6 * 300 + 13 * 50 - 568
+        (1882, 1882)
+    """
+    import math
+
+    from llm_validation.experiments.confirm.design import COSTS
+
+    gen = 6 * cfg.n_test + 13 * cfg.heldout_acc_per_source
+    n_train = math.ceil(cfg.n_train * 0.95)
+    run = COSTS["gen_item"] * (gen - measured["generated"])
+    proxy = COSTS["lt_record"] * n_train * (cfg.lt_records - measured["lt_records"])
+    return run, proxy
+
+
 def estimate_line(cfg: ConfirmConfig, scale: str, workers: int, *, reuse: bool = False) -> str:
     """One line: the run's estimated wall time on ``workers`` idle cores, or why there is none.
 
@@ -126,13 +163,15 @@ def estimate_line(cfg: ConfirmConfig, scale: str, workers: int, *, reuse: bool =
         return (f"no time estimate for --scale {scale}: only the cpu scale has a measured run "
                 "to estimate from")  # fmt: skip
     try:
+        extra_run, extra_proxy = design_extras(cfg)
         e = estimate_run(committed_costs(), cfg.variants, len(cfg.seeds), workers,
                          step_factor=cfg.finetune.epochs / SCALES["cpu"].finetune.epochs,
-                         reuse=reuse)  # fmt: skip
+                         reuse=reuse, extra_run=extra_run, extra_proxy=extra_proxy)  # fmt: skip
     except (OSError, KeyError, ValueError) as exc:
         return f"no time estimate ({type(exc).__name__}: the committed run's costs unreadable)"
     ph = ", ".join(f"{k} {v / 60:.0f}" for k, v in e["phases"].items() if v)
     cores = f"{workers} idle core{'s' * (workers != 1)}"
     return (f"estimated {e['total'] / 60:.0f} min on {cores} ({ph} min; from the "
-            "committed run's CPU seconds, as benchmarks/bench_confirm.py computes it; a loaded "
-            "machine takes longer)")
+            "committed run's CPU seconds, as benchmarks/bench_confirm.py computes it, plus "
+            f"{extra_run:.0f} s per run and {extra_proxy:.0f} s per proxy for this design's "
+            "items and recordings; a loaded machine takes longer)")

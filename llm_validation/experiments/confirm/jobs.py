@@ -66,15 +66,40 @@ def _job_pretrain(job: dict):
 
 
 def _job_proxy(job: dict):
+    """The proxy run: its K checkpoints' losses (clustering) and its learning times.
+
+    Issue 36: every training example's loss on a log-spaced schedule from step 0
+    (``lt_loss``), from which the learning times of the selection check come.
+    """
     import torch
 
-    from llm_validation.train.proxy import record_trajectories
+    from llm_validation.data.records import tokenize_examples
+    from llm_validation.models.registry import load_tokenizer
+    from llm_validation.train.proxy import plan_proxy, record_trajectories
+    from llm_validation.train.trainer import LossRecorder
+    from sims.selection import log_spaced_steps
 
     torch.set_num_threads(job["threads"])
     cfg = dataclasses.replace(job["cfg"], model=job["model"], seed=job["seed"])
     train = _examples(job["train_file"])
     t0, c0 = time.perf_counter(), time.process_time()
-    ds = record_trajectories(train, cfg, job["out"], max_length=job["max_length"], progress=False)
+    callbacks, lt = [], None
+    if job.get("lt_records", 0):
+        stop = plan_proxy(len(train), cfg).stop_step
+        steps = log_spaced_steps(stop, min(job["lt_records"], stop + 1)).tolist()
+        tok = load_tokenizer(cfg.model)
+        lt = LossRecorder(
+            tokenize_examples(train, tok, max_length=job["max_length"]), steps,
+            Path(job["out"]) / "lt_losses", pad_id=tok.pad_token_id,
+            batch_tokens=cfg.loss_batch_tokens, save_checkpoints=False, progress=False,
+        )  # fmt: skip
+        callbacks.append(lt)
+    ds = record_trajectories(
+        train, cfg, job["out"], max_length=job["max_length"], progress=False, callbacks=callbacks
+    )
+    if lt is not None and len(lt.done()) == len(lt.steps):
+        ds = ds.assign(lt_loss=(("example", "lt_record"), lt.trajectories()))
+        ds = ds.assign_coords(lt_step=("lt_record", np.asarray(lt.steps)))
     ds.attrs = {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
     return ds
 
@@ -104,9 +129,10 @@ def _job_finetune(job: dict):
         train = _examples(job["train_file"])
         counts = np.asarray(job["counts"])
         n_steps = schedule(int(counts.sum()), cfg.batch_size, cfg.epochs).total
-        rec_steps = sorted(
-            {0, *np.linspace(0, n_steps, job["n_records"] + 1)[1:].round().astype(int).tolist()}
-        )
+        # issue 36: log-spaced from step 0, so early half-drops are bracketed by recordings
+        from sims.selection import log_spaced_steps
+
+        rec_steps = log_spaced_steps(n_steps, min(job["n_records"] + 1, n_steps + 1)).tolist()
         from llm_validation.data.records import tokenize_examples
         from llm_validation.models.registry import load_tokenizer
 
@@ -148,6 +174,14 @@ def _job_finetune(job: dict):
     )
     acc = np.array([scores[b]["accuracy"] for b in BENCHMARKS])
     data = {"accuracy": ("benchmark", acc)}
+    # issue 36: per-item verdicts (both multiple-choice scorings), in benchmark order
+    ok, ok_mapped = [], []
+    for b in BENCHMARKS:
+        rows = [json.loads(x) for x in (out / "eval" / f"{b}.jsonl").read_text().splitlines()]
+        ok += [bool(r["correct"]) for r in rows]
+        ok_mapped += [bool(r.get("correct_mapped", r["correct"])) for r in rows]
+    data["item_correct"] = ("item", np.asarray(ok, dtype=np.int8))
+    data["item_correct_mapped"] = ("item", np.asarray(ok_mapped, dtype=np.int8))
     for key in ("programs", "programs_correct", "programs_correct_text"):
         data[key] = ("benchmark", np.array([scores[b].get(key, 0) for b in BENCHMARKS]))
     if held:

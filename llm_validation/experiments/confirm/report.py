@@ -13,7 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from llm_validation.data.records import BENCHMARKS
-from llm_validation.experiments.confirm.analysis import paired_ci
+from llm_validation.experiments.confirm.analysis import (
+    constant_letter_chance,
+    paired_bootstrap,
+    paired_ci,
+)
 
 # ----------------------------------------------------------------------------- report
 
@@ -48,6 +52,20 @@ def _mean_sd(vals, digits: int = 1, scale: float = 1.0) -> str:
     return f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}"
 
 
+def chance_levels(ds) -> dict[str, float]:
+    """Chance accuracy per format: :data:`CHANCE`, MMLU-Math's from the run's own key.
+
+    When the gold letters are stored, MMLU-Math's chance is the best constant-letter baseline
+    of the key (issue 36: with sorted options "always B" scored 55 %, not 25 %).
+    """
+    out = dict(CHANCE)
+    if "item_gold" in ds.coords:
+        gold = [g for g in ds["item_gold"].values if g]
+        if gold:
+            out["mmlu_math"] = constant_letter_chance(gold)
+    return out
+
+
 def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
     """Mean ± std (over seeds) per benchmark and average, columns = variants.
 
@@ -65,9 +83,11 @@ def _table(ds, cols: Mapping[str, str], title: str) -> list[str]:
         "|---|" + "---:|" * len(have),
     ]
 
+    chance = chance_levels(ds)
+
     def cell(c, b):
         if c == "chance":
-            return f"{100 * (np.mean(list(CHANCE.values())) if b == 'avg' else CHANCE[b]):.1f}"
+            return f"{100 * (np.mean(list(chance.values())) if b == 'avg' else chance[b]):.1f}"
         if c == "pt":
             v = (
                 ds["pt_accuracy"].sel(benchmark=b).values
@@ -328,6 +348,129 @@ def _program_table(ds) -> list[str]:
     return lines + [""]
 
 
+def accuracy_by_split(ds, v: str, mapped: bool = False) -> dict:
+    """``{benchmark: {"id", "ood", "all"}}``: mean accuracy (%) of ``v`` per format and half.
+
+    Over seeds and items, from the per-item verdicts (``pt``: the pretrained model); ``{}``
+    without them.
+    """
+    if "item_correct" not in ds or "item_split" not in ds.coords:
+        return {}
+    name = "item_correct_mapped" if mapped else "item_correct"
+    x = ds["pt_item_correct"] if v == "pt" else ds[name].sel(variant=v)
+    x = np.where(x.values >= 0, x.values.astype(float), np.nan)
+    bench, split = ds["item_benchmark"].values, ds["item_split"].values
+    out = {}
+    for b in BENCHMARKS:
+        m = bench == b
+        out[b] = {
+            sp: float(100 * np.nanmean(x[..., m & (split == sp)]))
+            if (m & (split == sp)).any() else float("nan")
+            for sp in ("id", "ood")
+        }  # fmt: skip
+        out[b]["all"] = float(100 * np.nanmean(x[..., m]))
+    return out
+
+
+def item_diffs(ds, a: str, b: str, n_boot: int = 2000) -> dict:
+    """``a - b`` average accuracy (points) with two intervals.
+
+    The t-interval over seeds (of the per-seed averages) and the paired two-way bootstrap over
+    seeds and items (formats kept as strata).
+    """
+    if "item_correct" not in ds or "item_benchmark" not in ds.coords:
+        return {}
+    xa = ds["item_correct"].sel(variant=a).values.astype(float)
+    xb = ds["item_correct"].sel(variant=b).values.astype(float)
+    xa[xa < 0] = np.nan
+    xb[xb < 0] = np.nan
+    bench = ds["item_benchmark"].values
+    # per-seed average over formats (each format's mean, then the mean of the six)
+    per_seed = np.nanmean(
+        np.stack([np.nanmean(xa[:, bench == f] - xb[:, bench == f], axis=1) for f in BENCHMARKS]),
+        axis=0,
+    )
+    m, lo, hi = paired_ci(per_seed)
+    bm, blo, bhi = paired_bootstrap(xa, xb, bench, n_boot=n_boot)
+    return {
+        "mean": 100 * m,
+        "t_interval": [100 * lo, 100 * hi],
+        "bootstrap_interval": [100 * blo, 100 * bhi],
+        "bootstrap_mean": 100 * bm,
+        "n_seeds": int(np.isfinite(per_seed).sum()),
+        "n_items": int(xa.shape[1]),
+    }
+
+
+def _design_checks(ds) -> list[str]:
+    """Issue 36's checks, as report lines.
+
+    Per-format in-distribution vs held-out-template accuracy, both multiple-choice scorings
+    against the key's constant-letter chance, the item-resampled intervals and the selection
+    check.
+    """
+    out: list[str] = []
+    variants = ds["variant"].values.tolist()
+    if "item_correct" in ds and "item_split" in ds.coords:
+        out += [
+            "### Accuracy per format: in-distribution (training templates) vs held-out "
+            "templates (%)",
+            "",
+            "| variant | " + " | ".join(f"{_BNAME[b]} id / ood" for b in BENCHMARKS) + " |",
+            "|---|" + "---:|" * len(BENCHMARKS),
+        ]
+        for v in ["pt", *variants]:
+            acc = accuracy_by_split(ds, v)
+            cells = [f"{acc[b]['id']:.1f} / {acc[b]['ood']:.1f}" for b in BENCHMARKS]
+            out.append(f"| {v} | " + " | ".join(cells) + " |")
+        gold = [g for g in ds["item_gold"].values if g]
+        if gold:
+            chance = constant_letter_chance(gold)
+            mc = ", ".join(
+                f"{v} {accuracy_by_split(ds, v)['mmlu_math']['all']:.1f} / "
+                f"{accuracy_by_split(ds, v, mapped=True)['mmlu_math']['all']:.1f}"
+                for v in variants
+            )
+            out += [
+                "",
+                f"MMLU-Math, letter / value mapped to its option (%): {mc}; chance (the best "
+                f"constant letter of this key) {100 * chance:.1f} %.",
+            ]
+        out.append("")
+        for a, b in (("ft_up", "ft_matched"), ("ft_up", "ft")):
+            if a in variants and b in variants:
+                d = item_diffs(ds, a, b)
+                out.append(
+                    f"{a} − {b}: {d['mean']:+.2f} points; t-interval over {d['n_seeds']} seeds "
+                    f"[{d['t_interval'][0]:+.2f}, {d['t_interval'][1]:+.2f}]; paired bootstrap "
+                    f"over seeds and {d['n_items']} items [{d['bootstrap_interval'][0]:+.2f}, "
+                    f"{d['bootstrap_interval'][1]:+.2f}] (the bootstrap decides: it counts the "
+                    "item sample's noise too)."
+                )
+        out.append("")
+    checks = json.loads(ds.attrs.get("selection_check", "{}"))
+    if checks:
+        out += [
+            "### Selection check: does FT+UP upsample the examples the proxy learns late?",
+            "",
+            "| seed | AUC (selected later) | Spearman share vs time | median t selected | "
+            "median t rest | recordings before median half-drop |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+
+        def f(x, d=2):
+            return "–" if x is None else f"{x:.{d}f}"
+
+        for s_, c in checks.items():
+            out.append(
+                f"| {s_} | {f(c['auc'])} | {f(c['spearman_share_vs_time'])} | "
+                f"{f(c['median_time_selected'], 1)} | {f(c['median_time_rest'], 1)} | "
+                f"{c['recordings_before_median_half_drop']} |"
+            )
+        out.append("")
+    return out
+
+
 def report(ds) -> str:
     """Markdown report: the tables, paired differences, entropies and the hard cluster.
 
@@ -392,6 +535,7 @@ def report(ds) -> str:
         "Optimizers",
     )
     out += _diffs(ds, _PAIRS, margin=ACCURACY_MARGIN)
+    out += _design_checks(ds)
     if "heldout_correct" in ds:
         out += _source_accuracy_table(ds, ["pt", *ds["variant"].values.tolist()])
         out += _diffs(ds, _PAIRS, _worst_source_accuracy, "worst-source held-out accuracy")

@@ -14,7 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from llm_validation.experiments.confirm.analysis import _aggregate, matched_epochs
+from llm_validation.experiments.confirm.analysis import (
+    _aggregate,
+    latest_learners,
+    learning_times,
+    matched_epochs,
+)
 from llm_validation.experiments.confirm.design import VARIANTS, ConfirmConfig, Variant
 from llm_validation.experiments.confirm.jobs import (
     _corrupted,
@@ -33,6 +38,12 @@ from llm_validation.experiments.confirm.report import report
 def _say(msg: str, quiet: bool) -> None:
     if not quiet:
         print(msg, flush=True)
+
+
+def _cpu_now() -> float:
+    """CPU seconds of this process and its finished children (the workers), user + system."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _available(variant: Variant) -> bool:
@@ -80,6 +91,8 @@ def run_confirmation(
     if reuse_from is not None:
         check_reuse_folder(reuse_from, out)  # before the corpus is written
     t_start = time.perf_counter()
+    c_start = _cpu_now()
+    load_start = os.getloadavg()
     cpu: dict[str, float] = {}  # CPU seconds per phase (1 thread per worker: idle-core time)
     job_cpu: dict = {}  # CPU seconds per job (benchmarks/bench_confirm.py estimates from them)
     variants = {v: VARIANTS[v] for v in cfg.variants if _available(VARIANTS[v])}
@@ -165,6 +178,7 @@ def run_confirmation(
             "model": models["proxy" if kind == "small" else "target"],
             "train_file": str(train_file),
             "max_length": cfg.max_length,
+            "lt_records": cfg.lt_records,
             "out": str(out / f"seed{s}" / f"proxy_{kind}"),
             "threads": _threads(workers, cfg.threads),
         }
@@ -211,6 +225,17 @@ def run_confirmation(
                 cfg.selection, features=v.features, n_checkpoints=v.k, seed=s
             )
             sel = select_examples(trajs[(s, v.proxy)], scfg)
+            if v.late_oracle:  # the same count, the latest learners (issue 36)
+                tr = trajs[(s, v.proxy)]
+                if "lt_loss" not in tr:
+                    raise ValueError(
+                        "`ft_up_late` needs the proxy's log-spaced losses: set `lt_records` > 0."
+                    )
+                late = latest_learners(
+                    learning_times(tr["lt_step"].values, tr["lt_loss"].values),
+                    int(sel["hard"].sum()),
+                )
+                sel = sel.assign(hard=("example", late))
             c = usage_counts(sel, v.setting, scfg.upsample_factor)
             if v.oracle_clean:
                 c[corrupted[train_idx]] = 1
@@ -274,12 +299,29 @@ def run_confirmation(
     cpu["finetune"] = sum(float(r.attrs.get("cpu_seconds", 0)) for r in res)
     job_cpu["pt_eval"] = float(res[-1].attrs.get("cpu_seconds", np.nan))  # the last job: PT
     held_src = [e.source for e in _examples(heldout_file)] if heldout_file else []
+    from llm_validation.experiments.confirm.analysis import benchmark_items
+
     ds = _aggregate(
-        cfg, variants, ft_jobs, res, sel_info, trajs, train_idx, corrupted, levels, src, held_src
+        cfg,
+        variants,
+        ft_jobs,
+        res,
+        sel_info,
+        trajs,
+        train_idx,
+        corrupted,
+        levels,
+        src,
+        held_src,
+        items=benchmark_items(data / "dataset"),
     )
     if (data / "contamination.json").exists():
         ds.attrs["contamination"] = (data / "contamination.json").read_text()
     ds.attrs["seconds_total_this_call"] = time.perf_counter() - t_start
+    # issue 36: the measured wall time and CPU time of this call (all processes), the load
+    ds.attrs["wall_seconds_measured"] = time.perf_counter() - t_start
+    ds.attrs["cpu_seconds_measured"] = _cpu_now() - c_start
+    ds.attrs["load"] = json.dumps({"start": load_start, "end": os.getloadavg()})
     ds.attrs["cpu_seconds"] = json.dumps(cpu)
     ds.attrs["job_cpu_seconds"] = json.dumps(job_cpu)
     ds.attrs["workers"] = workers
@@ -290,7 +332,9 @@ def run_confirmation(
         dataclasses.asdict(cfg),
         seed=list(cfg.seeds),
         extra={"skipped_variants": skipped, "load": os.getloadavg(),
-               "reused_from": str(reuse) if reuse else None},
+               "reused_from": str(reuse) if reuse else None,
+               "wall_seconds_measured": ds.attrs["wall_seconds_measured"],
+               "cpu_seconds_measured": ds.attrs["cpu_seconds_measured"]},
     )  # fmt: skip
     write_netcdf(out / "results.nc", ds, meta=meta)
     text = report(ds)
