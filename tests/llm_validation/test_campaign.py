@@ -783,9 +783,12 @@ def test_rehearsal_runs_every_stage_through_the_gpu_code(mini):
     th = st["throughput"]["figures"]
     lr = th["loss_recording"]
     assert lr["examples_per_s"] == pytest.approx(lr["examples"] / lr["seconds"])
-    # a random decoder's loss: ln V plus about half the logits' variance hidden * init^2
+    # a random decoder's loss: ln V plus about half the logits' variance hidden * init^2, on
+    # average over inits; for one init, the recorded targets' own logits (z_t - mean z, averaged
+    # over a corpus whose tokens repeat) move it by a like amount either way (-0.007 seen on
+    # issue 36's corpus). A loss summed, or taken over the wrong axis, is off by ln V or more.
     hidden, init = 32, 1 / 24
-    assert 0 < lr["loss_minus_lnV"] < hidden * init**2
+    assert abs(lr["loss_minus_lnV"]) < hidden * init**2
     gen = th["generation"]["4"]
     assert gen["prompts"] == 4 and 0 < gen["mean_new_tokens"] <= 4
     assert gen["tokens_per_s"] == pytest.approx(gen["new_tokens"] / gen["seconds"])
