@@ -1,8 +1,8 @@
-"""Throughput of the program-of-thought sandbox (``llm_validation.evaluate.execution``): programs
+"""Throughput of the program-of-thought sandbox (``llm_validation.execution``): programs
 per second.
 
 Runs the corpus's own program-of-thought solutions (a few lines each, ``print`` at the end)
-through :func:`llm_validation.evaluate.execution.run_programs`, with and without the root-only
+through :func:`llm_validation.execution.run_programs`, with and without the root-only
 isolation layers, interleaved over ``--reps`` repetitions (the best repetition is reported: other
 jobs on a shared machine only slow a run down). Prints the layers in force, the load average, and a
 last line ``programs_per_s=... (target >= 20 on 2 cores)``. Issue 20 asks for >= 20 programs/s on
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
         p.error("--n, --reps and --workers must be >= 1")
 
     from llm_validation.data.corpus import generate_corpus
-    from llm_validation.evaluate.execution import isolation, run_programs
+    from llm_validation.execution import isolation, run_programs
 
     progs = [r["output"] for r in generate_corpus(20 * args.n, seed=7) if r["style"] == "code"]
     progs = (progs * (1 + args.n // max(1, len(progs))))[: args.n]

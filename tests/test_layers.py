@@ -248,15 +248,17 @@ ALLOWED: dict[str, dict[str, set[str]]] = {
     "llm_validation": {
         "data": set(),
         "runs": set(),
+        "execution": set(),  # the sandbox (model-written code runs only there)
         "config": {"data"},
-        "evaluate": {"data", "config", "runs"},
-        "models": {"data", "config", "runs"},
-        "select": {"data", "config", "runs", "evaluate", "models"},
-        "train": {"data", "config", "runs", "evaluate", "models"},
-        "experiments": {"data", "config", "runs", "evaluate", "models", "select", "train"},
-        "campaign": {"data", "config", "runs", "evaluate", "models", "select", "train",
+        "evaluate": {"data", "config", "runs", "execution"},
+        "models": {"data", "config", "runs", "execution"},
+        "select": {"data", "config", "runs", "execution", "evaluate", "models"},
+        "train": {"data", "config", "runs", "execution", "evaluate", "models"},
+        "experiments": {"data", "config", "runs", "execution", "evaluate", "models", "select",
+                        "train"},  # fmt: skip
+        "campaign": {"data", "config", "runs", "execution", "evaluate", "models", "select", "train",
                      "experiments"},  # fmt: skip
-        "__main__": {"data", "config", "runs", "evaluate", "models", "select", "train",
+        "__main__": {"data", "config", "runs", "execution", "evaluate", "models", "select", "train",
                      "experiments", "campaign"},  # fmt: skip
     },
     "sims": {

@@ -4,7 +4,7 @@ Prompts are the Alpaca no-input template around each question (zero-shot, as MAm
 paper); generation is greedy, batched over length-sorted prompts with left padding, and stops
 at MAmmoTH's stop strings (the completion is cut before the first one). Answers are extracted
 and scored by :mod:`llm_validation.evaluate.scoring`; program-of-thought completions (MAmmoTH's
-test: they contain ``print(``) are run in the sandbox of :mod:`llm_validation.evaluate.execution`
+test: they contain ``print(``) are run in the sandbox of :mod:`llm_validation.execution`
 and scored on what they print (``execute=False``: on their text). Per benchmark the predictions
 (question, gold, completion, whether it is a program and what it printed, the extracted answer and
 verdict, and the answer and verdict from the text alone) are written as JSONL and the accuracy as

@@ -19,7 +19,7 @@ uses (Section 6, "Consistent with Yue et al. (2023)").
 * **Program of thought**: a completion containing ``print(`` is a program. It is cut at
   ``### Instruction``, run (5 s timeout) and scored on what it prints, as
   ``"The answer is " + output`` through the dataset's extraction; a program that fails or times
-  out prints nothing and scores wrong. It runs in :mod:`llm_validation.evaluate.execution`'s sandbox
+  out prints nothing and scores wrong. It runs in :mod:`llm_validation.execution`'s sandbox
   (MAmmoTH ``exec``\ s it in a child process with a timeout and no other limit).
   ``execute=False`` scores the program's text instead (the answer is then usually a number in
   the code: wrong).
@@ -316,7 +316,7 @@ def program_outputs(
         program exited cleanly within its limits, and ``""`` when it failed, timed out or
         printed too much (MAmmoTH's executor also returns ``""`` then).
     """
-    from llm_validation.evaluate.execution import run_programs
+    from llm_validation.execution import run_programs
 
     idx = [i for i, c in enumerate(completions) if is_program(c)]
     out: list[str | None] = [None] * len(completions)

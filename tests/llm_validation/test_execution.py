@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_validation.evaluate import execution
-from llm_validation.evaluate.execution import ProgramResult, isolation
+from llm_validation import execution
+from llm_validation.execution import ProgramResult, isolation
 
 LAYERS = isolation()
 MODES = [pytest.param(True, id="isolated"), pytest.param(False, id="limits-only")]

@@ -22,7 +22,6 @@ import pytest
 pytest.importorskip("math_verify")
 
 from llm_validation.evaluate import scoring  # noqa: E402
-from llm_validation.evaluate.execution import run_programs  # noqa: E402
 from llm_validation.evaluate.scoring import (  # noqa: E402
     extract_answer,
     extract_answers,
@@ -30,6 +29,7 @@ from llm_validation.evaluate.scoring import (  # noqa: E402
     is_program,
     program_source,
 )
+from llm_validation.execution import run_programs  # noqa: E402
 
 TIMEOUT = 3.0  # seconds per program (the table's programs take milliseconds; slack for load)
 TABLE: list[tuple[str, str, str, bool, str]] = []  # (dataset, completion, gold, verdict, why)

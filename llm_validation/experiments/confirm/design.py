@@ -104,7 +104,7 @@ class ConfirmConfig:
             log-spaced from step 0 (issue 36): the learning times of the selection check
             (0: not recorded).
         execute_programs: run program-of-thought completions in the sandbox and score what
-            they print (MAmmoTH; :mod:`llm_validation.evaluate.execution`); ``False`` scores
+            they print (MAmmoTH; :mod:`llm_validation.execution`); ``False`` scores
             their text. Either way the report gives both accuracies of the programs.
         workers: parallel processes (default ``$SBT_WORKERS`` or all cores).
         threads: torch threads per process (``None``: cores / workers). One thread per worker
