@@ -85,13 +85,16 @@ def test_learning_times_match_quadrature_of_the_odes():
     import mpmath as mp
 
     lams, c, eps, rho = [2.0, 1.0, 0.5], 0.8, 0.05, 0.02
-    tg, ts = en.learning_times(lams, c, eps, rho)
-    rh = 2 * mp.mpf(rho) / mp.sqrt(3)
-    for lam, a, b in zip(lams, tg, ts, strict=True):
-        u = mp.mpf(c) * mp.mpf(lam) ** (-mp.mpf(1) / 3)
-        qa = mp.quad(lambda v, lam=lam: 1 / (lam**2 * v**2), [eps, u])
-        qb = mp.quad(lambda v, lam=lam: 1 / (lam**2 * (v**2 - rh * v)), [eps, u])
-        assert abs(a - qa) < 1e-20 and abs(b - qb) < 1e-20
+    # 30 digits here, whatever precision an earlier test in this worker left mpmath at (the
+    # 1e-20 tolerance needs them; at the default 15 digits the quadrature itself is off by 1e-15)
+    with mp.workdps(30):
+        tg, ts = en.learning_times(lams, c, eps, rho)
+        rh = 2 * mp.mpf(rho) / mp.sqrt(3)
+        for lam, a, b in zip(lams, tg, ts, strict=True):
+            u = mp.mpf(c) * mp.mpf(lam) ** (-mp.mpf(1) / 3)
+            qa = mp.quad(lambda v, lam=lam: 1 / (lam**2 * v**2), [eps, u])
+            qb = mp.quad(lambda v, lam=lam: 1 / (lam**2 * (v**2 - rh * v)), [eps, u])
+            assert abs(a - qa) < 1e-20 and abs(b - qb) < 1e-20
     # and the entropy of (1, 1, 1, 1) is ln 4, of (1, 3) is ln 4 − (3/4) ln 3
     assert abs(en.entropy([1, 1, 1, 1]) - mp.log(4)) < 1e-25
     assert abs(en.entropy([1, 3]) - (mp.log(4) - mp.mpf(3) / 4 * mp.log(3))) < 1e-25
