@@ -81,14 +81,12 @@ def fig1_half(rows: Sequence[Mapping], method: str, margin: float = 0.01):
     (the runs are paired: same data and initialization; a median can sit between two saddle
     plateaus while the runs agree).
     """
-    from scipy.stats import binomtest
-
     gd, x = _col(rows, "gd"), _col(rows, method)
     lower = int(np.sum(x < gd * (1 - margin)))
     higher = int(np.sum(x > gd * (1 + margin)))
     if lower + higher == 0:
         return V.NOT_SHOWN, lower, higher, 1.0
-    p = float(binomtest(lower, lower + higher, 0.5).pvalue)
+    p = V.binom_pvalue(lower, lower + higher)
     if p >= 0.05:
         return V.NOT_SHOWN, lower, higher, p
     return (V.REPRODUCED if lower > higher else V.CONTRADICTED), lower, higher, p

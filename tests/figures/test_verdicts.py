@@ -142,6 +142,34 @@ def test_bootstrap_stability_enumerates_small_samples_exactly():
         V.bootstrap_stability([], sign)
 
 
+@pytest.mark.parametrize("n", [4, 5])
+def test_bootstrap_stability_multisets_weigh_as_the_ordered_draws(n):
+    """The exact branch counts multisets with multinomial weights; the answer must equal the
+    brute-force count over all n^n ordered draws (itertools.product, here in the test).
+
+    The rule (mean of the resample above a cut between the sample's values) holds on a
+    non-trivial share of resamples, and the values are distinct so every multiset matters.
+    """
+    import itertools
+
+    rows = [2.0, -1.5, 0.7, -0.2, 1.1][:n]
+
+    def rule(r):
+        return float(np.mean(r)) > 0.3
+
+    brute = sum(rule([rows[i] for i in idx]) == rule(rows)
+                for idx in itertools.product(range(n), repeat=n)) / n**n
+    assert 0.1 < brute < 0.9
+    assert V.bootstrap_stability(rows, rule) == pytest.approx(brute, abs=1e-15)
+    # a rule that counts duplicates (the largest multiplicity) is judged on the draw's counts too
+    def most(r):
+        return max(r.count(x) for x in r) >= 3
+
+    brute = sum(most([rows[i] for i in idx]) == most(rows)
+                for idx in itertools.product(range(n), repeat=n)) / n**n
+    assert V.bootstrap_stability(rows, most) == pytest.approx(brute, abs=1e-15)
+
+
 def test_bootstrap_stability_random_branch_draws_every_unit():
     """The random branch draws all n units: a rule that reads only the last one sees it.
 
