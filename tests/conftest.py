@@ -15,6 +15,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+#: pytester: tests of this harness run pytest on a small generated suite (tests/test_harness.py)
+pytest_plugins = ["pytester"]
+
 settings.register_profile(
     "ci",
     max_examples=60,
@@ -78,6 +81,8 @@ def tmp_results(tmp_path):
 # * every test reading the theory claims through the `claim_run` cache (all claims: ~33 s);
 # * the tests of one module that share a module-scoped fixture (a trained model, a run).
 _FINDINGS_WORDS = ("all_rows(", "findings_markdown(", "build_report(")
+#: Words of a test that reads claims through the session's claim cache (tests/theory/_theory_runs).
+_CLAIM_WORDS = ("run_cached(", "_result(")
 
 
 def _fixture_scopes(item) -> dict:
@@ -99,17 +104,36 @@ _SLOW_WORDS = ("subprocess", "Popen", "run_core_only", "run_all(", "run_demo(", 
                "run_campaign(", "--rehearse")
 
 
+#: A test whose measured setup + call + teardown took at least this long (tests/durations.json,
+#: written by ``python benchmarks/bench_suite.py --write`` on 2 idle cores) is `slow`.
+SLOW_SECONDS = 1.0
+
+
+def _measured() -> dict[str, float]:
+    """``{node id: seconds}`` of the last measured whole-suite run (empty if none is committed)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).with_name("durations.json")
+    try:
+        return json.loads(path.read_text())["seconds"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Group tests that share an expensive fixture (xdist) and mark the slow ones.
 
     `slow` (left out by `pytest -m "not slow"`, the fast tier) is set by hand on a test, or
     here on every test that judges the committed summaries, reads the theory claims through
-    the shared cache (together: every claim), shares a module-scoped run, or whose source
-    names a subprocess or a training/pipeline run (:data:`_SLOW_WORDS`).
+    the shared cache (together: every claim), shares a module-scoped run, whose source
+    names a subprocess or a training/pipeline run (:data:`_SLOW_WORDS`), or that took
+    :data:`SLOW_SECONDS` or more in the last measured run (``tests/durations.json``).
     """
     import inspect
 
+    measured = _measured()
     for item in items:
         scopes = _fixture_scopes(item)
         try:
@@ -119,7 +143,7 @@ def pytest_collection_modifyitems(config, items):
         if "page" in scopes and item.module.__name__.endswith("test_report_page") or any(
                 w in source for w in _FINDINGS_WORDS):
             group = "findings-rows"
-        elif "claim_run" in scopes:
+        elif "claim_run" in scopes or any(w in source for w in _CLAIM_WORDS):
             group = "theory-claims"
         else:
             shared = [n for n, (scope, _) in scopes.items()
@@ -127,7 +151,8 @@ def pytest_collection_modifyitems(config, items):
             group = f"module:{item.module.__name__}" if shared else None
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
-        if group or any(w in source for w in _SLOW_WORDS):
+        if (group or any(w in source for w in _SLOW_WORDS)
+                or measured.get(item.nodeid, 0.0) >= SLOW_SECONDS):
             if not item.get_closest_marker("slow"):
                 item.add_marker(pytest.mark.slow)
 

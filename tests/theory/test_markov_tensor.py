@@ -32,13 +32,11 @@ def test_monte_carlo_detects_a_wrong_formula():
     assert "s.e." in res.detail and res.method == "monte-carlo"
 
 
-_RESULTS: dict = {}
-
-
 def _result(name):
-    if name not in _RESULTS:
-        _RESULTS[name] = theory.load_all()[name].func()
-    return _RESULTS[name]
+    """The session's one run of claim ``name`` (shared with every theory test module)."""
+    from _theory_runs import run_cached
+
+    return run_cached(name)
 
 
 def test_every_seed004_claim_states_its_sizes_and_method():
