@@ -459,6 +459,62 @@ def _llm_confirm(results_dir: Path) -> dict:
     return confirm_numbers(_nc(results_dir, "llm/confirm_cpu/results.nc"))
 
 
+#: Issue 36's late-learner arm: FT+UP's count of examples, chosen as the latest learners by the
+#: proxy's measured learning times (eq. 11) instead of the clustering; same corpus, pre-trained
+#: models and proxy runs as the default run (``--reuse``), the first five seeds.
+CONFIRM_LATE = (
+    "python -m llm_validation confirm --scale cpu --variants ft,ft_up_late --seeds 0-4 "
+    "--reuse results/llm/confirm_cpu --out results/llm/confirm_cpu_late"
+)
+
+
+def late_vs_default(late, default) -> dict:
+    """``ft_up_late`` (its own run) against the default run's variants, paired by seed and item.
+
+    Both runs share the corpus, the pre-trained model and the proxy runs (``--reuse``), so the
+    seeds and benchmark items are the same; ``ft`` is fine-tuned in both, and its largest
+    per-seed accuracy difference between them (``ft_rerun_max_diff``, points) says whether a
+    cross-run pairing is sound (0: the runs are deterministic).
+    """
+    import xarray as xr
+
+    from llm_validation.experiments.confirm.report import item_diffs
+
+    seeds = sorted(set(late["seed"].values.tolist()) & set(default["seed"].values.tolist()))
+    if not seeds:
+        raise ValueError("the late-learner run and the default run share no seed")
+    a, b = late.sel(seed=seeds), default.sel(seed=seeds)
+    if not np.array_equal(a["item_benchmark"].values, b["item_benchmark"].values):
+        raise ValueError("the late-learner run's benchmark items are not the default run's")
+    out: dict = {"seeds": seeds}
+    ft_diff = np.abs(a["accuracy"].sel(variant="ft").values - b["accuracy"].sel(variant="ft").values)
+    out["ft_rerun_max_diff"] = _f(np.nanmax(ft_diff))
+    for other in ("ft_matched", "ft_up", "ft"):
+        if other not in b["variant"].values:
+            continue
+        both = xr.Dataset(
+            {"item_correct": xr.concat([a["item_correct"].sel(variant=["ft_up_late"]),
+                                        b["item_correct"].sel(variant=[other])], dim="variant")},
+        ).assign_coords(item_benchmark=("item", a["item_benchmark"].values))  # fmt: skip
+        d = item_diffs(both, "ft_up_late", other)
+        out[f"ft_up_late-{other}"] = {
+            "mean": _f(d["mean"]),
+            "t_interval": [_f(x) for x in d["t_interval"]],
+            "bootstrap_interval": [_f(x) for x in d["bootstrap_interval"]],
+            "n_seeds": d["n_seeds"],
+            "n_items": d["n_items"],
+            "decides": "bootstrap",
+        }
+    return out
+
+
+def _llm_confirm_late(results_dir: Path) -> dict:
+    late = _nc(results_dir, "llm/confirm_cpu_late/results.nc")
+    out = confirm_numbers(late)
+    out["vs_default"] = late_vs_default(late, _nc(results_dir, "llm/confirm_cpu/results.nc"))
+    return out
+
+
 def _llm_confirm_v1(results_dir: Path) -> dict:
     return {**confirm_numbers(_nc(results_dir, "llm/confirm_cpu_v1/results.nc")),
             "scale": PREVIOUS_CPU}  # fmt: skip
@@ -1091,6 +1147,13 @@ _add(
     Source("la_upsampling", {"linear_attention/upsampling_study.nc": WHOLE}, _la_upsampling),
     Source("la_theory_vs_sim", {"linear_attention/theory_vs_sim.nc": WHOLE}, _la_theory_vs_sim),
     Source("llm_confirm", {"llm/confirm_cpu/results.nc": Reduction(sig=4)}, _llm_confirm),
+    Source(
+        "llm_confirm_late",
+        {"llm/confirm_cpu_late/results.nc": Reduction(sig=4),
+         "llm/confirm_cpu/results.nc": Reduction(sig=4)},
+        _llm_confirm_late,
+        producer=CONFIRM_LATE,
+    ),
     Source(
         "llm_confirm_v1",
         {"llm/confirm_cpu_v1/results.nc": Reduction(sig=4)},
