@@ -101,13 +101,22 @@ def test_config_validation():
     assert SCALES["gpu-scratch"].target == SCALES["gpu-scratch"].proxy == "scratch"
 
 
+@pytest.fixture(scope="module")
+def micro(tmp_path_factory):
+    """One micro run on tiny models, every stage, shared by the tests that read a finished run."""
+    tmp_path = tmp_path_factory.mktemp("micro")
+    cfg = dataclasses.replace(
+        SCALES["quick"], variants=("ft", "ft_matched", "ft_up", "easy"), seeds=(0,)
+    )
+    return cfg, run_confirmation(cfg, tmp_path, quiet=True), tmp_path
+
+
 @pytest.mark.slow
-def test_micro_run_end_to_end(tmp_path):
+def test_micro_run_end_to_end(micro):
     """Pre-training, proxies, selections, fine-tuning, evaluation, tables: all on tiny models."""
-    cfg = dataclasses.replace(SCALES["quick"], variants=("ft", "ft_up", "easy"), seeds=(0,))
-    ds = run_confirmation(cfg, tmp_path, quiet=True)
+    cfg, ds, tmp_path = micro
     assert ds["accuracy"].dims == ("variant", "seed", "benchmark")
-    assert ds["variant"].values.tolist() == ["ft", "ft_up", "easy"]
+    assert ds["variant"].values.tolist() == ["ft", "ft_matched", "ft_up", "easy"]
     assert np.isfinite(ds["accuracy"].values).all() and np.isfinite(ds["pt_accuracy"]).all()
     # held-out solution loss of every (variant, seed, problem): fine-tuning on the template
     # lowers it below the plain-text pretrained model's
@@ -414,15 +423,12 @@ def test_matched_epochs_give_exactly_the_wanted_steps():
 
 
 @pytest.mark.slow
-def test_ft_matched_takes_ft_ups_steps_on_the_original_data(tmp_path):
+def test_ft_matched_takes_ft_ups_steps_on_the_original_data(micro):
     """``ft_matched``: FT's data (each example once per epoch) for FT+UP's optimizer steps."""
     from llm_validation.train.trainer import schedule
 
-    cfg = dataclasses.replace(
-        SCALES["quick"], variants=("ft", "ft_matched", "ft_up"), seeds=(3,), n_heldout=0
-    )
-    ds = run_confirmation(cfg, tmp_path, quiet=True)
-    steps = ds["train_steps"].sel(seed=3)
+    cfg, ds, tmp_path = micro
+    steps = ds["train_steps"].sel(seed=0)
     n_train = sum(1 for ln in (tmp_path / "data" / "train_split.jsonl").open() if ln.strip())
     ft_steps = schedule(n_train, cfg.finetune.batch_size, cfg.finetune.epochs).total
     assert int(steps.sel(variant="ft")) == ft_steps  # ceil(n / 16) for one epoch
@@ -430,7 +436,7 @@ def test_ft_matched_takes_ft_ups_steps_on_the_original_data(tmp_path):
     assert int(steps.sel(variant="ft_up")) > ft_steps
     assert int(steps.sel(variant="ft_matched")) == int(steps.sel(variant="ft_up"))
     # ... on the original data: its epochs are fractional passes over the n_train examples
-    done = (tmp_path / "seed3" / "ft_matched" / "final" / "DONE").read_text()  # the Trainer's
+    done = (tmp_path / "seed0" / "ft_matched" / "final" / "DONE").read_text()  # the Trainer's
     assert done.strip() == f"steps={int(steps.sel(variant='ft_up'))}"
     assert "| Dataset | Chance | PT | FT | FT (FT+UP's steps) | FT+UP |" in report(ds)
 
