@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's packages
-from sims.runtime.cli import ArgumentParser  # noqa: E402 - this checkout's
+from sims.runtime.cli import ArgumentParser, positive_int  # noqa: E402 - this checkout's
 
 REPO = Path(__file__).resolve().parent.parent
 DURATIONS = REPO / "tests" / "durations.json"
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
                    help="all: the README's test command; fast: pytest -m 'not slow'")
     p.add_argument("--write", action="store_true",
                    help="write tests/durations.json from this run (whole suite only)")
-    p.add_argument("--top", type=int, default=15, help="how many of the slowest tests to print")
+    p.add_argument("--top", type=positive_int, default=15, help="how many of the slowest tests to print")
     p.add_argument("pytest_args", nargs="*", help="more arguments for pytest (after --)")
     a = p.parse_args(argv)
     if a.write and a.tier != "all":
