@@ -1,4 +1,4 @@
-"""Time of the test suite and of its fast tier, and the per-test durations behind the tier (issue 40).
+"""Time of the test suite and of its fast tier, and the per-test durations behind it (issue 40).
 
 Targets (issue 40, on 2 idle cores, pytest's own time): the whole suite (the README's test
 command) in <= 5 minutes; the fast tier (``pytest -m "not slow"``) in <= 2 minutes.
@@ -12,7 +12,7 @@ writes ``tests/durations.json``: every test's setup + call + teardown seconds, f
 
     python benchmarks/bench_suite.py                 # whole suite
     python benchmarks/bench_suite.py --tier fast     # pytest -m "not slow"
-    python benchmarks/bench_suite.py --write         # whole suite, then rewrite tests/durations.json
+    python benchmarks/bench_suite.py --write         # whole suite; rewrite tests/durations.json
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def main(argv=None) -> int:
                    help="all: the README's test command; fast: pytest -m 'not slow'")
     p.add_argument("--write", action="store_true",
                    help="write tests/durations.json from this run (whole suite only)")
-    p.add_argument("--top", type=positive_int, default=15, help="how many of the slowest tests to print")
+    p.add_argument("--top", type=positive_int, default=15,
+                   help="how many of the slowest tests to print")
     p.add_argument("pytest_args", nargs="*", help="more arguments for pytest (after --)")
     a = p.parse_args(argv)
     if a.write and a.tier != "all":
@@ -83,9 +84,9 @@ def main(argv=None) -> int:
     tail = [ln for ln in text.splitlines() if ln.strip()][-3:]
     durations = parse_durations(text)
     print("\n".join(tail))
-    print(f"exit status {proc.returncode}; pytest's time {pytest_seconds(text)} s; wall {wall:.0f} s;"
-          f" CPU {ru.ru_utime + ru.ru_stime:.0f} s; load average {load0[0]:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after")
+    print(f"exit status {proc.returncode}; pytest's time {pytest_seconds(text)} s; "
+          f"wall {wall:.0f} s; CPU {ru.ru_utime + ru.ru_stime:.0f} s; "
+          f"load average {load0[0]:.2f} before, {os.getloadavg()[0]:.2f} after")
     slowest = sorted(durations.items(), key=lambda kv: -kv[1])
     print(f"{len(durations)} tests took >= 0.05 s (sum {sum(durations.values()):.0f} s); "
           f"the {a.top} slowest:")

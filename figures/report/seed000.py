@@ -1483,8 +1483,10 @@ def _confirm_late(n):
 
 
 def _late_class(chk: Mapping) -> int:
-    """+1: the selected examples are learned later than the rest (AUC > ½, Mann–Whitney
-    p < 0.05); −1: significantly earlier; 0: neither."""
+    """+1, −1 or 0: the selected examples learned later, earlier or neither.
+
+    Later: AUC > ½ with a two-sided Mann–Whitney p < 0.05; earlier: AUC < ½ at that p.
+    """
     if chk.get("auc") is None or chk.get("mannwhitney_p") is None:
         return 0
     if chk["mannwhitney_p"] >= 0.05 or chk["auc"] == 0.5:

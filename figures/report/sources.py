@@ -487,8 +487,8 @@ def late_vs_default(late, default) -> dict:
     if not np.array_equal(a["item_benchmark"].values, b["item_benchmark"].values):
         raise ValueError("the late-learner run's benchmark items are not the default run's")
     out: dict = {"seeds": seeds}
-    ft_diff = np.abs(a["accuracy"].sel(variant="ft").values - b["accuracy"].sel(variant="ft").values)
-    out["ft_rerun_max_diff"] = _f(np.nanmax(ft_diff))
+    ft = [x["accuracy"].sel(variant="ft").values for x in (a, b)]
+    out["ft_rerun_max_diff"] = _f(np.nanmax(np.abs(ft[0] - ft[1])))
     for other in ("ft_matched", "ft_up", "ft"):
         if other not in b["variant"].values:
             continue

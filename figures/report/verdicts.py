@@ -169,8 +169,11 @@ def gate_small_n(f: Finding, min_n: int = MIN_N) -> Finding:
 
 @functools.lru_cache(maxsize=4096)
 def t_quantile(q: float, df: int) -> float:
-    """Student-t quantile ``t_{q, df}`` (scipy's ``t.ppf``), cached: the stability resamplings
-    ask for the same few (level, n) tens of thousands of times, and scipy's call costs ~0.2 ms."""
+    """Student-t quantile ``t_{q, df}`` (scipy's ``t.ppf``), cached.
+
+    The stability resamplings ask for the same few (level, n) tens of thousands of times, and
+    scipy's call costs ~0.2 ms.
+    """
     from scipy.stats import t
 
     return float(t.ppf(q, df))
@@ -178,8 +181,11 @@ def t_quantile(q: float, df: int) -> float:
 
 @functools.lru_cache(maxsize=65536)
 def binom_pvalue(k: int, n: int) -> float:
-    """Two-sided exact binomial test of ``k`` successes in ``n`` against p = ½ (scipy's
-    ``binomtest``), cached on its integer arguments for the same reason as :func:`t_quantile`."""
+    """Two-sided exact binomial p-value of ``k`` successes in ``n`` against p = ½, cached.
+
+    scipy's ``binomtest``, cached on its integer arguments for the same reason as
+    :func:`t_quantile`.
+    """
     from scipy.stats import binomtest
 
     return float(binomtest(int(k), int(n), 0.5).pvalue)

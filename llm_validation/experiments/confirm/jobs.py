@@ -26,6 +26,19 @@ def _selected(v: Variant) -> Variant:
     return VARIANTS[v.match_steps] if v.match_steps is not None else v
 
 
+def _worker_setup(job: dict) -> None:
+    """A job's process: its torch threads, and no progress bars from the libraries.
+
+    transformers draws a "Writing model shards" bar at every checkpoint it saves, dozens per
+    pre-training run, between the confirmation's own bars; the jobs report through those.
+    """
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(job["threads"])
+    hf_logging.disable_progress_bar()
+
+
 def _threads(workers: int, fixed: int | None = None) -> int:
     return fixed if fixed else max(1, (os.cpu_count() or 1) // max(1, workers))
 
@@ -47,12 +60,11 @@ def _corrupted(path) -> np.ndarray:
 
 
 def _job_pretrain(job: dict):
-    import torch
     import xarray as xr
 
     from llm_validation.train.scratch import pretrain_from_scratch
 
-    torch.set_num_threads(job["threads"])
+    _worker_setup(job)
     ex = _examples(job["pretrain_file"])
     t0, c0 = time.perf_counter(), time.process_time()
     folder = pretrain_from_scratch(ex, job["out"], job["cfg"], progress=False)
@@ -71,15 +83,13 @@ def _job_proxy(job: dict):
     Issue 36: every training example's loss on a log-spaced schedule from step 0
     (``lt_loss``), from which the learning times of the selection check come.
     """
-    import torch
-
     from llm_validation.data.records import tokenize_examples
     from llm_validation.models.registry import load_tokenizer
     from llm_validation.train.proxy import plan_proxy, record_trajectories
     from llm_validation.train.trainer import LossRecorder
     from sims.selection import log_spaced_steps
 
-    torch.set_num_threads(job["threads"])
+    _worker_setup(job)
     cfg = dataclasses.replace(job["cfg"], model=job["model"], seed=job["seed"])
     train = _examples(job["train_file"])
     t0, c0 = time.perf_counter(), time.process_time()
@@ -106,7 +116,6 @@ def _job_proxy(job: dict):
 
 def _job_finetune(job: dict):
     """Fine-tune one (variant, seed), record probe losses, evaluate; return an xr.Dataset."""
-    import torch
     import xarray as xr
 
     from llm_validation.data.records import load_benchmark
@@ -115,7 +124,7 @@ def _job_finetune(job: dict):
     from llm_validation.train.finetune import finetune, load_finetuned
     from llm_validation.train.trainer import LossRecorder, schedule
 
-    torch.set_num_threads(job["threads"])
+    _worker_setup(job)
     out = Path(job["out"])
     benches = {n: load_benchmark(n, root=job["bench_dir"]) for n in BENCHMARKS}
     t0, c0 = time.perf_counter(), time.process_time()
