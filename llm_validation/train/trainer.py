@@ -366,6 +366,14 @@ class LossRecorder(TrainerCallback):
         return np.stack(cols, axis=1)
 
 
+class LearningTimeRecorder(LossRecorder):
+    """A :class:`LossRecorder` for the learning times' log-spaced schedule (issue 36).
+
+    The same recorder under its own class: a proxy run records its K checkpoints and this
+    schedule side by side, and transformers warns when a callback class is added twice.
+    """
+
+
 class ProgressPrinter(TrainerCallback):
     """Print one summary line per log event (loss, lr, step/s) for log files."""
 

@@ -86,7 +86,7 @@ def _job_proxy(job: dict):
     from llm_validation.data.records import tokenize_examples
     from llm_validation.models.registry import load_tokenizer
     from llm_validation.train.proxy import plan_proxy, record_trajectories
-    from llm_validation.train.trainer import LossRecorder
+    from llm_validation.train.trainer import LearningTimeRecorder
     from sims.selection import log_spaced_steps
 
     _worker_setup(job)
@@ -98,7 +98,7 @@ def _job_proxy(job: dict):
         stop = plan_proxy(len(train), cfg).stop_step
         steps = log_spaced_steps(stop, min(job["lt_records"], stop + 1)).tolist()
         tok = load_tokenizer(cfg.model)
-        lt = LossRecorder(
+        lt = LearningTimeRecorder(
             tokenize_examples(train, tok, max_length=job["max_length"]), steps,
             Path(job["out"]) / "lt_losses", pad_id=tok.pad_token_id,
             batch_tokens=cfg.loss_batch_tokens, save_checkpoints=False, progress=False,
