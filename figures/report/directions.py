@@ -32,7 +32,6 @@ ONE_SIDED_WHY: dict[str, str] = {
     "thm44-edge": SEARCH,
     "up-recipe-condition": THRESHOLD,
     "up-condition-rule": THRESHOLD,
-    "confirm-late-not-noisy": THRESHOLD,
     "markov-hard-is-noisy": THRESHOLD,
     "bridge-drops-on-peaks": THRESHOLD,
     # seed 002

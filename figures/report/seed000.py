@@ -701,6 +701,11 @@ ACCURACY_OFF_FLOOR = 20.0
 #: Numbers of the CPU scale before issue 29 (all variants, 3 seeds), for the variants that
 #: today's default run leaves out; rows read from it say so (:func:`_first_words`).
 PREVIOUS = "llm_confirm_v1"
+#: Issue 29's CPU design (5 seeds, random and easy included, FT 21.4 %): read before
+#: :data:`PREVIOUS` for the variants issue 36's default run leaves out.
+I29 = "llm_confirm_i29"
+#: The earlier runs a row falls back to, newest first.
+EARLIER = (I29, PREVIOUS)
 
 
 def _pair(n, a, b, metric, src="llm_confirm"):
@@ -729,9 +734,11 @@ def _scale(n, src="llm_confirm"):
 
 
 def _src(n, a, b) -> str:
-    """The numbers that hold ``a − b``: today's run, else the previous CPU scale's."""
-    if _missing(n, a, b) and PREVIOUS in n and not _missing(n, a, b, PREVIOUS):
-        return PREVIOUS
+    """The numbers that hold ``a − b``: today's run, else the newest earlier run that has it."""
+    if _missing(n, a, b):
+        for src in EARLIER:
+            if src in n and not _missing(n, a, b, src):
+                return src
     return "llm_confirm"
 
 
@@ -781,7 +788,9 @@ def _not_run(a, b):
 
 def _first_words(metric: str, src: str) -> str:
     """What a reader must know first: an older scale, a metric that is not the paper's."""
-    older = "previous CPU scale, not today's: " if src == PREVIOUS else ""
+    older = {PREVIOUS: "previous CPU scale, not today's: ",
+             I29: "issue 29's design (60 items per format, one number from a training template), "
+                  "not today's: "}.get(src, "")  # fmt: skip
     return older + (LOSS_NOT_ACC if metric != "accuracy" else "")
 
 
@@ -996,6 +1005,8 @@ def _confirm_up_loss(n):
         items = c.get("item_intervals", {}).get("ft_up-ft_matched")
         if items and metric == "accuracy":
             return _decided_by_items(items, o, r, PAPER_UP_GAIN)
+        if items:
+            o += "; " + _items_text(items, "ft_up", "ft_matched", c)
         return v, o, r, e
     v, o, r, e = _confirm(n, "ft_up", "ft", src="llm_confirm", claimed=PAPER_UP_GAIN)
     same = [_pair(n, x, "ft", "mean_loss") for x in ("random", "easy") if f"{x}-ft" in have]
@@ -1007,6 +1018,23 @@ def _confirm_up_loss(n):
         else ""
     )
     return v, o + extra, r, e
+
+
+def _items_text(items: Mapping, a: str, b: str, c: Mapping) -> str:
+    """The accuracy of ``a − b`` from the seeds × items bootstrap, beside a loss verdict.
+
+    For a row judged on held-out loss because FT's average accuracy is under
+    :data:`ACCURACY_OFF_FLOOR`: the paper's metric is still given, with both intervals.
+    """
+    lo, hi = items["bootstrap_interval"]
+    tlo, thi = items["t_interval"]
+    return (
+        f"the paper's metric, average accuracy (FT {g(c['accuracy_mean']['ft'])} %, under the "
+        f"{g(ACCURACY_OFF_FLOOR)} % at which this page judges on accuracy): {a} − {b} "
+        f"{sg(items['mean'])} points, paired bootstrap over {items['n_seeds']} seeds × "
+        f"{items['n_items']} items [{sg(lo)}, {sg(hi)}], t-interval over the seeds "
+        f"[{sg(tlo)}, {sg(thi)}]"
+    )
 
 
 def _decided_by_items(items: Mapping, ours: str, rule: str, claimed: float, a: str = "ft_up",
@@ -1073,7 +1101,14 @@ def _confirm_up_acc(n):
     v, o, r, e = _confirm(n, "ft_up", "ft", metric="accuracy", src="llm_confirm",
                           claimed=PAPER_UP_GAIN)  # fmt: skip
     acc = n["llm_confirm"]["accuracy_mean"]
-    floor = "" if primary_metric(n) == "accuracy" else " (FT at the accuracy floor)"
+    floor = ("" if primary_metric(n) == "accuracy" else
+             f" (FT under the {g(ACCURACY_OFF_FLOOR)} % at which the other rows judge on "
+             "accuracy)")  # fmt: skip
+    items = n["llm_confirm"].get("item_intervals", {}).get("ft_up-ft")
+    if items:
+        lo, hi = items["bootstrap_interval"]
+        o += (f"; paired bootstrap over {items['n_seeds']} seeds × {items['n_items']} items "
+              f"[{sg(lo)}, {sg(hi)}]")  # fmt: skip
     return (
         v,
         (f"{o}; FT {g(acc['ft'])} %, FT+UP {g(acc['ft_up'])} %, PT {g(acc['pt'])} %{floor}"),
@@ -1293,12 +1328,14 @@ def _confirm_worst(n):
     rejecting the other way refutes it.
     """
     others = ("ft", "random", "easy")
-    c = n["llm_confirm"]
+    src = _src(n, "ft_up", "random")
+    c = n[src]
     floor = c.get("worst_source_accuracy")
-    use_acc = primary_metric(n) == "accuracy" and floor is not None and max(floor.values()) > 0
+    use_acc = (primary_metric(n, src) == "accuracy" and floor is not None
+               and max(floor.values()) > 0)  # fmt: skip
     metric = "worst_accuracy" if use_acc else "worst_loss"
     expect = _sign(True, "accuracy" if use_acc else metric)
-    per = [_per_seed(n, "ft_up", b, metric) for b in others]
+    per = [_per_seed(n, "ft_up", b, metric, src) for b in others]
 
     def decide(rows):
         res = [V.paired_t_rule([r[i] for r in rows], expect=expect, paper=False)[0]
@@ -1319,9 +1356,10 @@ def _confirm_worst(n):
         )
     ours = (
         "FT+UP − FT not compute-matched (FT trains fewer optimizer steps; − random and − easy "
-        f"are step-matched); {LOSS_NOT_ACC if not use_acc else ''}{why}{LABEL[metric]} FT+UP − FT "
+        f"are step-matched); {_first_words('accuracy', src)}"
+        f"{LOSS_NOT_ACC if not use_acc else ''}{why}{LABEL[metric]} FT+UP − FT "
         f"{_ci_values(per[0])}, − random {_ci_values(per[1])}, − easy {_ci_values(per[2])} "
-        f"{unit} (95 % t-intervals, {_scale(n)}); worst source by loss {w['ft']['name']} (FT "
+        f"{unit} (95 % t-intervals, {_scale(n, src)}); worst source by loss {w['ft']['name']} (FT "
         f"{g(w['ft']['mean'])}); smallest detectable effects ±{', ±'.join(g(h, 2) for h in halves)}"
     )
     side = "above" if expect == "positive" else "below"
@@ -1351,9 +1389,10 @@ def _confirm_worst(n):
     CONFIRM,
 )
 def _confirm_mean_compute(n):
-    m, why = margin(n)
-    per = [_per_seed(n, a, "ft", "mean_loss") for a in ("random", "easy")] + [
-        _per_seed(n, "ft_up", b, "mean_loss") for b in ("random", "easy")
+    src = _src(n, "random", "ft")
+    m, why = margin(n, src)
+    per = [_per_seed(n, a, "ft", "mean_loss", src) for a in ("random", "easy")] + [
+        _per_seed(n, "ft_up", b, "mean_loss", src) for b in ("random", "easy")
     ]
 
     def decide(rows):
@@ -1368,9 +1407,9 @@ def _confirm_mean_compute(n):
     ours = (
         "random − FT and easy − FT are not compute-matched (by design: the row asks what the "
         "extra steps alone give; FT+UP − random and − easy are step-matched); "
-        f"{LOSS_NOT_ACC}random − FT {_ci_values(per[0])}, easy − FT {_ci_values(per[1])}; "
-        f"FT+UP − random {_ci_values(per[2])}, FT+UP − easy {_ci_values(per[3])} nats/token "
-        f"(95 % t-intervals, {_scale(n)})"
+        f"{_first_words('accuracy', src)}{LOSS_NOT_ACC}random − FT {_ci_values(per[0])}, easy − FT "
+        f"{_ci_values(per[1])}; FT+UP − random {_ci_values(per[2])}, FT+UP − easy "
+        f"{_ci_values(per[3])} nats/token (95 % t-intervals, {_scale(n, src)})"
     )
     return (
         decide(rows),
@@ -1395,8 +1434,13 @@ def _confirm_mean_compute(n):
 def _confirm_transient(n):
     """The 5-epoch run reused one run's pre-trained models: its 3-epoch run is the one compared."""
     e = n["llm_confirm_ep5"]
-    src = next((s for s in ("llm_confirm", PREVIOUS) if s in n and n[s]["scale"] == e["scale"]),
-               None)  # fmt: skip
+
+    def same_design(s):  # the run the 5-epoch check reused: its seeds and its benchmark items
+        return (s in n and n[s]["n_seeds"] == e["n_seeds"]
+                and n[s].get("items_per_format") == e.get("items_per_format")
+                and (s != "llm_confirm" or n[s]["scale"] == e["scale"]))  # fmt: skip
+
+    src = next((s for s in ("llm_confirm", *EARLIER) if same_design(s)), None)
     if src is None:
         return (
             V.NO_RESULT,

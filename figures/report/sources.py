@@ -463,7 +463,7 @@ def _llm_confirm(results_dir: Path) -> dict:
 #: proxy's measured learning times (eq. 11) instead of the clustering; same corpus, pre-trained
 #: models and proxy runs as the default run (``--reuse``), the first five seeds.
 CONFIRM_LATE = (
-    "python -m llm_validation confirm --scale cpu --variants ft,ft_up_late --seeds 0-4 "
+    "python -m llm_validation confirm --scale cpu --variants ft,ft_up_late --seeds 0,1,2,3,4 "
     "--reuse results/llm/confirm_cpu --out results/llm/confirm_cpu_late"
 )
 
@@ -513,6 +513,23 @@ def _llm_confirm_late(results_dir: Path) -> dict:
     out = confirm_numbers(late)
     out["vs_default"] = late_vs_default(late, _nc(results_dir, "llm/confirm_cpu/results.nc"))
     return out
+
+
+#: Issue 29's CPU design (before issue 36): 5 seeds x ft, ft_matched, ft_up, random, easy; 60
+#: items per format, one number away from a training template; FT 21.4 %. Rows on random and
+#: easy upsampling, which issue 36's default leaves out, read it and say so.
+I29_CPU = "issue 29's CPU design (5 seeds, 60 items per format, FT 21.4 %)"
+
+#: The run that made issue 29's numbers (the code of its commit).
+CONFIRM_I29 = (
+    "git checkout 2c49762 && python -m llm_validation confirm --scale cpu "
+    "--out results/llm/confirm_cpu_i29"
+)
+
+
+def _llm_confirm_i29(results_dir: Path) -> dict:
+    return {**confirm_numbers(_nc(results_dir, "llm/confirm_cpu_i29/results.nc")),
+            "scale": I29_CPU}  # fmt: skip
 
 
 def _llm_confirm_v1(results_dir: Path) -> dict:
@@ -1153,6 +1170,12 @@ _add(
          "llm/confirm_cpu/results.nc": Reduction(sig=4)},
         _llm_confirm_late,
         producer=CONFIRM_LATE,
+    ),
+    Source(
+        "llm_confirm_i29",
+        {"llm/confirm_cpu_i29/results.nc": Reduction(sig=4)},
+        _llm_confirm_i29,
+        producer=CONFIRM_I29,
     ),
     Source(
         "llm_confirm_v1",

@@ -211,8 +211,11 @@ def test_summary_data_hydrates_with_what_the_figures_read():
 @pytest.mark.parametrize(
     ("claim_id", "path", "value", "verdict"),
     [
-        ("confirm-up-loss", ("llm_confirm", "pairs", "ft_up-ft_matched", "accuracy"),
-         {"per_seed": [-3.0, -3.2, -2.9, -3.1, -3.0]}, V.CONTRADICTED),
+        # issue 36's run is judged on the held-out loss (FT under 20 % accuracy): FT+UP clearly
+        # above the step-matched FT's loss contradicts
+        ("confirm-up-loss", ("llm_confirm", "pairs", "ft_up-ft_matched", "mean_loss"),
+         {"per_seed": [0.03, 0.032, 0.029, 0.031, 0.03, 0.03, 0.031, 0.029, 0.03, 0.03]},
+         V.CONTRADICTED),
         ("fig1-sam-uniform", ("la_fig1", "sam", "long", "entropy_minus_gd", "frac_positive"),
          0.2, V.CONTRADICTED),
         # deterministic ODEs: a failing radius is a counterexample (issue 37: both directions)
@@ -351,7 +354,16 @@ NOTES = {
     # more steps than its baseline (no step-matched Muon run): not shown; sam-mechanism's
     # head-wise half fails TOST (90 % [-0.24, +0.097] vs +-0.044): not shown; the sigma law
     # is contradicted by its exponent interval (2 excluded at every eta, 1 preferred by AIC)
-    "confirm-up-loss": V.SMALLER, "confirm-up-acc": V.NOT_SHOWN,
+    # issue 36's default run (10 fine-tuning seeds of ft, ft_matched, ft_up on one pre-trained
+    # base; 300 items per format, half on held-out templates): FT averages 10.2 %, under the
+    # 20 % at which rows judge on accuracy, so up-loss is judged on the held-out loss again:
+    # ft_up - ft_matched +0.0030 [-0.0002, +0.0062] nats/token: not shown (was 'smaller than
+    # claimed' on issue 29's accuracy); its accuracy beside it is -0.81 points, seeds x items
+    # bootstrap [-1.46, -0.16]: FT+UP is worse than training as long on the original data.
+    # Rows on random and easy read issue 29's numbers (llm_confirm_i29) and say so, with the
+    # same verdicts as before. late-not-noisy is read from measured learning times now: AUC
+    # 0.66-0.71, Mann-Whitney p < 0.05 in 10/10 seeds, hard cluster 88-89 % clean: verified.
+    "confirm-up-loss": V.NOT_SHOWN, "confirm-up-acc": V.NOT_SHOWN,
     "confirm-random": V.NOT_SHOWN, "confirm-easy": V.SMALLER,
     "confirm-hard-vs-matched": V.NOT_SHOWN, "confirm-traj-vs-ckpt": V.NOT_SHOWN,
     "confirm-muon": V.NOT_SHOWN, "confirm-entropy": V.NOT_SHOWN,
