@@ -1634,6 +1634,17 @@ def _confirm_late_arm(n):
         f"{g(rerun) if rerun is not None else '?'} points (seeds {', '.join(map(str, vs['seeds']))}"
         ")" + ("" if sound else ": the runs differ, so the cross-run pairing is approximate")
     )
+    loss = vs.get("mean_loss_ft_up_late-ft_matched")
+    if primary_metric(n) != "accuracy" and loss:
+        # the default run's rule (FT under 20 % accuracy): judged on the held-out loss, per seed
+        v, rule = V.paired_t_rule(loss, expect="negative", paper=False, unit="nats/token")
+        return v, (
+            f"{LOSS_NOT_ACC}mean held-out loss ft_up_late − ft_matched {_ci_values(loss)} "
+            f"nats/token (95 % t-interval, {len(loss)} seeds paired across the two runs); "
+            + _items_text(items, "ft_up_late", "ft_matched", n["llm_confirm"]) + "; " + ours
+        ), rule, ev(len(loss), "paired t (two-sided, 95 %)",
+                    V.bootstrap_stability(loss, lambda r: V.paired_t_rule(
+                        r, expect="negative", paper=False)[0]), BOOT)  # fmt: skip
     return _decided_by_items(items, ours, "", PAPER_UP_GAIN, a="ft_up_late", b="ft_matched",
                              paper=False)
 

@@ -487,6 +487,11 @@ def late_vs_default(late, default) -> dict:
     if not np.array_equal(a["item_benchmark"].values, b["item_benchmark"].values):
         raise ValueError("the late-learner run's benchmark items are not the default run's")
     out: dict = {"seeds": seeds}
+    if "heldout_loss" in a and "heldout_loss" in b and "ft_matched" in b["variant"].values:
+        from llm_validation.experiments.confirm.report import _mean_heldout_loss
+
+        d = _mean_heldout_loss(a, "ft_up_late") - _mean_heldout_loss(b, "ft_matched")
+        out["mean_loss_ft_up_late-ft_matched"] = [_f(x) for x in d]  # per seed, nats/token
     ft = [x["accuracy"].sel(variant="ft").values for x in (a, b)]
     out["ft_rerun_max_diff"] = _f(np.nanmax(np.abs(ft[0] - ft[1])))
     for other in ("ft_matched", "ft_up", "ft"):

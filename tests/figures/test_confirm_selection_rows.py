@@ -110,3 +110,21 @@ def test_the_late_arm_is_paired_with_the_default_run_by_seed_and_item():
     assert late_vs_default(other, default)["ft_rerun_max_diff"] == 25.0
     with pytest.raises(ValueError, match="share no seed"):
         late_vs_default(late.assign_coords(seed=[5, 6]), default)
+
+
+def test_the_late_arm_row_follows_the_default_runs_metric():
+    """FT under 20 % accuracy: the loss decides (paired t per seed), the accuracy stands beside;
+    off the floor the seeds x items bootstrap decides."""
+    items = _items(-1.2, 0.6, mean=-0.3)
+    late = {"vs_default": {"seeds": [0, 1, 2], "ft_rerun_max_diff": 0.0,
+                           "ft_up_late-ft_matched": items,
+                           "mean_loss_ft_up_late-ft_matched": [-0.02, -0.021, -0.019]}}  # fmt: skip
+    n = {"llm_confirm": {"accuracy_mean": {"ft": 10.0}}, "llm_confirm_late": late}
+    v, ours, rule, e = S._confirm_late_arm(n)
+    assert v == V.VERIFIED and ours.startswith("held-out loss, not the paper's accuracy")
+    assert "[-1.2, +0.6]" in ours and e["n"] == 3
+    late["vs_default"]["mean_loss_ft_up_late-ft_matched"] = [0.02, 0.021, 0.019]
+    assert S._confirm_late_arm(n)[0] == V.REFUTED
+    n["llm_confirm"]["accuracy_mean"]["ft"] = 30.0  # off the floor: the items decide
+    v, ours, _, e = S._confirm_late_arm(n)
+    assert v == V.SMALLER and "(decides)" in ours and e["n"] == 10

@@ -363,6 +363,10 @@ NOTES = {
     # Rows on random and easy read issue 29's numbers (llm_confirm_i29) and say so, with the
     # same verdicts as before. late-not-noisy is read from measured learning times now: AUC
     # 0.66-0.71, Mann-Whitney p < 0.05 in 10/10 seeds, hard cluster 88-89 % clean: verified.
+    # confirm-late-arm (upsampling the proxy's measured latest learners, 5 seeds, paired with
+    # the default run's ft_matched; FT rerun identical): loss -0.00057 [-0.0033, +0.0022],
+    # accuracy -0.32 points, bootstrap [-1.20, +0.62]: not shown
+    "confirm-late-arm": V.NOT_SHOWN,
     "confirm-up-loss": V.NOT_SHOWN, "confirm-up-acc": V.NOT_SHOWN,
     "confirm-random": V.NOT_SHOWN, "confirm-easy": V.SMALLER,
     "confirm-hard-vs-matched": V.NOT_SHOWN, "confirm-traj-vs-ckpt": V.NOT_SHOWN,
