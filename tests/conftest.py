@@ -106,7 +106,7 @@ _SLOW_WORDS = ("subprocess", "Popen", "run_core_only", "run_all(", "run_demo(", 
 
 #: A test whose measured setup + call + teardown took at least this long (tests/durations.json,
 #: written by ``python benchmarks/bench_suite.py --write`` on 2 idle cores) is `slow`.
-SLOW_SECONDS = 1.0
+SLOW_SECONDS = 0.5
 
 
 def _measured() -> dict[str, float]:
