@@ -291,6 +291,18 @@ _CHECK_KEYS = ("auc", "spearman_share_vs_time", "median_time_selected", "median_
                "mannwhitney_p", "spearman_p")  # fmt: skip
 
 
+def _item_record(d: dict) -> dict:
+    """An ``item_diffs`` result as the summary keeps it (the bootstrap decides, issue 36)."""
+    return {
+        "mean": _f(d["mean"]),
+        "t_interval": [_f(x) for x in d["t_interval"]],
+        "bootstrap_interval": [_f(x) for x in d["bootstrap_interval"]],
+        "n_seeds": d["n_seeds"],
+        "n_items": d["n_items"],
+        "decides": "bootstrap",
+    }
+
+
 def _design_numbers(ds, have) -> dict:
     """Issue 36's numbers of a confirmation run with per-item verdicts.
 
@@ -324,15 +336,7 @@ def _design_numbers(ds, have) -> dict:
     out["item_intervals"] = {}
     for a, b in (("ft_up", "ft_matched"), ("ft_up", "ft"), ("ft_matched", "ft")):
         if a in have and b in have:
-            d = item_diffs(ds, a, b)
-            out["item_intervals"][f"{a}-{b}"] = {
-                "mean": _f(d["mean"]),
-                "t_interval": [_f(x) for x in d["t_interval"]],
-                "bootstrap_interval": [_f(x) for x in d["bootstrap_interval"]],
-                "n_seeds": d["n_seeds"],
-                "n_items": d["n_items"],
-                "decides": "bootstrap",
-            }
+            out["item_intervals"][f"{a}-{b}"] = _item_record(item_diffs(ds, a, b))
     checks = json.loads(ds.attrs.get("selection_check", "{}"))
     if checks:
 
@@ -501,15 +505,7 @@ def late_vs_default(late, default) -> dict:
             {"item_correct": xr.concat([a["item_correct"].sel(variant=["ft_up_late"]),
                                         b["item_correct"].sel(variant=[other])], dim="variant")},
         ).assign_coords(item_benchmark=("item", a["item_benchmark"].values))  # fmt: skip
-        d = item_diffs(both, "ft_up_late", other)
-        out[f"ft_up_late-{other}"] = {
-            "mean": _f(d["mean"]),
-            "t_interval": [_f(x) for x in d["t_interval"]],
-            "bootstrap_interval": [_f(x) for x in d["bootstrap_interval"]],
-            "n_seeds": d["n_seeds"],
-            "n_items": d["n_items"],
-            "decides": "bootstrap",
-        }
+        out[f"ft_up_late-{other}"] = _item_record(item_diffs(both, "ft_up_late", other))
     return out
 
 
