@@ -324,7 +324,7 @@ def _confirm_arguments(p: argparse.ArgumentParser) -> None:
                         "every stage)")  # fmt: skip
     p.add_argument("--seeds", type=seed_list, default=None,
                    help="distinct non-negative seeds, comma-separated, e.g. 0,1,2 (default: "
-                        f"the scale's, cpu: {_seeds_text(_cpu_seeds())})")  # fmt: skip
+                        f"the scale's, cpu: {_cpu_seeds()})")  # fmt: skip
     p.add_argument("--variants", default=None,
                    help="comma-separated variants, or 'all' (default: the scale's; see "
                         "llm_validation.experiments.confirm.VARIANTS)")  # fmt: skip
@@ -530,17 +530,13 @@ def _check_dir(path: str | os.PathLike, flag: str) -> Path:
 # ----------------------------------------------------------------------------- main
 
 
-def _cpu_seeds() -> tuple[int, ...] | str:
+def _cpu_seeds() -> str:
     """The cpu scale's default seeds, for ``confirm --help`` (read from the design, not copied)."""
     try:
         from llm_validation.experiments.confirm.design import SCALES
     except ImportError:  # pragma: no cover - the design imports only the core dependencies
         return "see llm_validation.experiments.confirm.SCALES"
-    return SCALES["cpu"].seeds
-
-
-def _seeds_text(seeds) -> str:
-    return seeds if isinstance(seeds, str) else ",".join(map(str, seeds))
+    return ",".join(map(str, SCALES["cpu"].seeds))
 
 
 def _no_library_progress_bars() -> None:
